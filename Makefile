@@ -1,0 +1,36 @@
+# `make demo` and `make test` create .venv on first use and reinstall only when a requirements file changes.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: demo test test-fast lint bench clean-venv
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@test -x $(PY) || { echo "== creating $(VENV)"; $(PYTHON) -m venv $(VENV); }
+	@echo "== installing requirements (once; again only when requirements*.txt change)"
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	@touch $(STAMP)
+
+## demo: the tiny DoomTakeCover pipeline end to end with 2 MPI workers, then the result table
+demo: $(STAMP)
+	$(PY) -m wm pipeline --configs doom_takecover tiny --run runs/demo --mpi 3 --demo
+
+## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow"
+
+lint: $(STAMP)
+	$(PY) -m ruff check wm tui mpi tests bench
+
+bench: $(STAMP)
+	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,3 @@
+from wm.cli import main
+
+raise SystemExit(main())

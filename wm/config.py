@@ -1,0 +1,212 @@
+"""Configuration: one YAML of defaults, named override blocks merged left to right, then `--set a.b=v`.
+
+`configs/base.yaml` holds every key. Every other YAML file in `configs/` holds named blocks (top-level keys,
+e.g. `doom_takecover`, `tiny`) that may only override keys present in the defaults. Values are cast to the
+type of their default; an unknown key or a value of the wrong type is a `WMError` naming the problem.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import yaml
+
+from wm.errors import WMError
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+
+
+class Config(Mapping[str, Any]):
+    """An immutable nested mapping with attribute access (`cfg.vae.z_dim`) and dotted lookup (`cfg["vae.z_dim"]`)."""
+
+    def __init__(self, data: Mapping[str, Any]):
+        object.__setattr__(self, "_data", {k: Config(v) if isinstance(v, Mapping) else v for k, v in data.items()})
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(f"config has no key {name!r}") from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("Config is immutable; use wm.config.update()")
+
+    def __getitem__(self, key: str) -> Any:
+        node: Any = self
+        for part in key.split("."):
+            if not isinstance(node, Config) or part not in node._data:
+                raise KeyError(key)
+            node = node._data[part]
+        return node
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"Config({self.to_dict()!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v.to_dict() if isinstance(v, Config) else v for k, v in self._data.items()}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def hash(self) -> str:
+        """Short stable hash of the resolved config (recorded next to results)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`{"a": {"b": 1}}` → `{"a.b": 1}`."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping):
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def _type_name(value: Any) -> str:
+    return {bool: "bool", int: "int", float: "float", str: "str", list: "list"}.get(type(value), type(value).__name__)
+
+
+def cast(key: str, value: Any, default: Any) -> Any:
+    """Cast `value` to the type of `default`, or raise a WMError naming key, value and expected type."""
+    if default is None or value is None and default is None:
+        return value
+    expected = type(default)
+    bad = WMError(f"config key {key!r}: value {value!r} is not of type {_type_name(default)} (default {default!r})")
+    if expected is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise bad
+    if expected is int:
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                raise bad from None
+        raise bad
+    if expected is float:
+        if isinstance(value, bool):
+            raise bad
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads `1e-4` (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                raise bad from None
+        raise bad
+    if expected is str:
+        if isinstance(value, str):
+            return value
+        raise bad
+    if expected is list:
+        if isinstance(value, list):
+            return value
+        raise bad
+    return value
+
+
+def _nearest(key: str, keys: list[str]) -> str:
+    close = difflib.get_close_matches(key, keys, n=1, cutoff=0.0)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") -> Config:
+    """Return a new Config with `overrides` (nested or dotted keys) applied strictly."""
+    flat = flatten(cfg.to_dict())
+    for key, value in flatten(overrides).items():
+        if key not in flat:
+            raise WMError(f"unknown config key {key!r} in {source}{_nearest(key, list(flat))}")
+        flat[key] = cast(key, value, flat[key])
+    return Config(_unflatten(flat))
+
+
+def _unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        node = out
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise WMError(f"cannot parse {path}: {e}".splitlines()[0]) from None
+    if not isinstance(data, dict):
+        raise WMError(f"{path} must hold a mapping of blocks")
+    return data
+
+
+def defaults(config_dir: Path = CONFIG_DIR) -> Config:
+    """The defaults from `configs/base.yaml`."""
+    return Config(_load_yaml(config_dir / "base.yaml"))
+
+
+def blocks(config_dir: Path = CONFIG_DIR) -> dict[str, dict[str, Any]]:
+    """All named blocks from the YAML files in `configs/` other than base.yaml."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(config_dir.glob("*.yaml")):
+        if path.name == "base.yaml":
+            continue
+        for name, block in _load_yaml(path).items():
+            if name in out:
+                raise WMError(f"config block {name!r} is defined twice (second in {path.name})")
+            out[name] = block or {}
+    return out
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """Parse `a.b=v` strings; values are read as YAML scalars (`3`, `1e-4`, `true`, `[1, 2]`)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise WMError(f"--set expects key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        out[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
+
+
+def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CONFIG_DIR) -> Config:
+    """Resolve a config: defaults, then each named block left to right, then `--set` overrides.
+
+    Args:
+        names: block names, e.g. `["doom_takecover", "tiny"]`, or paths to YAML files holding overrides.
+        sets: `a.b=v` overrides applied last.
+    """
+    cfg = defaults(config_dir)
+    available = blocks(config_dir)
+    for name in names:
+        path = Path(name)
+        if name.endswith((".yaml", ".yml")) and path.exists():
+            cfg = update(cfg, _load_yaml(path), source=str(path))
+        elif name in available:
+            cfg = update(cfg, available[name], source=f"block {name!r}")
+        else:
+            raise WMError(f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})")
+    return update(cfg, parse_set(sets or []), source="--set")

@@ -1,0 +1,252 @@
+"""The run directory: the one contract every stage shares (DESIGN.md).
+
+`runs/<name>/` holds `config.yaml` (the resolved config, written when the run is created), one folder per
+stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`.
+Everything is written under a temporary name and renamed, so a crash never leaves a half file visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import socket
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import yaml
+
+from wm.config import Config, flatten
+from wm.errors import WMError
+
+
+@dataclass(frozen=True)
+class Stage:
+    verb: str  # CLI verb, e.g. "train-vae"
+    name: str  # short name: metrics/<name>.jsonl, logs/<name>.log
+    dir: str  # output folder in the run dir, holds DONE
+    sections: tuple[str, ...]  # config sections this stage owns
+
+
+# Pipeline order. `run` and `env` belong to no stage: they may not change once any stage has started.
+STAGES: tuple[Stage, ...] = (
+    Stage("collect", "collect", "episodes", ("collect",)),
+    Stage("train-vae", "vae", "vae", ("vae",)),
+    Stage("encode", "encode", "series", ("encode",)),
+    Stage("train-mdnrnn", "mdnrnn", "mdnrnn", ("mdnrnn",)),
+    Stage("train-controller", "controller", "controller", ("controller", "dream", "es")),
+    Stage("evaluate", "eval", "eval", ("evaluate",)),
+)
+GLOBAL_SECTIONS = ("run", "env")
+
+
+def stage(key: str) -> Stage:
+    """Look a stage up by verb, short name or folder."""
+    for s in STAGES:
+        if key in (s.verb, s.name, s.dir):
+            return s
+    raise KeyError(key)
+
+
+# ---------------------------------------------------------------- atomic writes
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on clean exit it is fsynced and renamed onto `path`.
+
+    On an exception the temporary file is removed and `path` is untouched. The temporary name keeps the
+    suffix of `path` (libraries such as Keras and NumPy insist on it) and starts with `.tmp-`, which every
+    reader of the run dir ignores.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, **arrays: np.ndarray) -> None:
+    """`np.savez[_compressed]` to a temporary name, then rename."""
+    buf = io.BytesIO()
+    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> None:
+    """Call `save(tmp_path)` (e.g. `model.save_weights`) and rename the result onto `path`."""
+    with atomic_path(path) as tmp:
+        save(tmp)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- run directory
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunDir:
+    """Paths and state of one run directory."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    # -- layout
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    def stage_dir(self, key: str) -> Path:
+        return self.path / stage(key).dir
+
+    def log_path(self, key: str) -> Path:
+        return self.path / "logs" / f"{stage(key).name}.log"
+
+    def metrics_path(self, key: str) -> Path:
+        return self.path / "metrics" / f"{stage(key).name}.jsonl"
+
+    @property
+    def tb_dir(self) -> Path:
+        return self.path / "tb"
+
+    # -- sentinels and state
+    def is_done(self, key: str) -> bool:
+        return (self.stage_dir(key) / "DONE").exists()
+
+    def mark_done(self, key: str, info: dict[str, Any] | None = None) -> None:
+        """Write `<stage>/DONE` last, after every artifact of the stage is on disk."""
+        atomic_write_json(self.stage_dir(key) / "DONE", info or {})
+
+    def clear_done(self, key: str) -> None:
+        (self.stage_dir(key) / "DONE").unlink(missing_ok=True)
+
+    def started(self, key: str) -> bool:
+        d = self.stage_dir(key)
+        return (d.exists() and any(d.iterdir())) or self.metrics_path(key).exists()
+
+    def lock_owner(self, key: str) -> int | None:
+        """PID of a live process holding the stage's LOCK, else None (a stale lock is ignored)."""
+        lock = self.stage_dir(key) / "LOCK"
+        try:
+            info = json.loads(lock.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        pid = int(info.get("pid", 0))
+        if info.get("host") != socket.gethostname():
+            return pid
+        return pid if pid and _pid_alive(pid) else None
+
+    def state(self, key: str) -> str:
+        """One of: 'not started', 'running', 'resumable', 'done'."""
+        if self.is_done(key):
+            return "done"
+        if self.lock_owner(key) is not None:
+            return "running"
+        return "resumable" if self.started(key) else "not started"
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'."""
+        owner = self.lock_owner(key)
+        if owner is not None and owner != os.getpid():
+            raise WMError(f"stage {stage(key).verb} is already running in this run dir (pid {owner})")
+        lock = self.stage_dir(key) / "LOCK"
+        atomic_write_json(lock, {"pid": os.getpid(), "host": socket.gethostname()})
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+
+    # -- config
+    def load_config(self) -> Config | None:
+        if not self.config_path.exists():
+            return None
+        return Config(yaml.safe_load(self.config_path.read_text()) or {})
+
+    def bind_config(self, cfg: Config, key: str | None = None) -> Config:
+        """Create the run with `cfg`, or check `cfg` against the stored config for stage `key`.
+
+        A stage may change its own sections (and those of stages that have not started); a change to a
+        global section or to a started upstream stage's section is refused with the differing keys.
+        Returns the config to use (stored + allowed changes), which is written back.
+        """
+        stored = self.load_config()
+        if stored is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.config_path, cfg.to_yaml())
+            return cfg
+        old, new = flatten(stored.to_dict()), flatten(cfg.to_dict())
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if not diff:
+            return stored
+        own = set(stage(key).sections) if key else set()
+        refused = []
+        for k in diff:
+            section = k.split(".")[0]
+            if section in own:
+                continue
+            owner = next((s for s in STAGES if section in s.sections), None)
+            if owner is not None and not self.started(owner.verb):
+                continue
+            refused.append(k)
+        if refused:
+            lines = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in refused[:6])
+            more = f" (+{len(refused) - 6} more)" if len(refused) > 6 else ""
+            raise WMError(
+                f"config differs from {self.config_path} in settings of stages that already ran: {lines}{more}; "
+                "use a new --run directory (or the same --configs/--set as before)"
+            )
+        atomic_write_text(self.config_path, cfg.to_yaml())
+        return cfg
