@@ -1,0 +1,55 @@
+"""The one place TensorFlow is configured: backend, threads, GPU visibility, distribution strategy.
+
+Call `setup()` before building any model. Stage modules call it inside `run`, never at import time, so the
+CLI and the TUI stay free of TensorFlow.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def setup(threads: int | None = None, gpu: bool = True, mixed_precision: bool = False):
+    """Import and configure TensorFlow; returns the `tf` module.
+
+    Args:
+        threads: intra/inter-op threads (1 for MPI workers); None keeps TF's default (all cores).
+        gpu: False hides every GPU (CPU workers must not grab GPU memory, peers.md §4 C).
+        mixed_precision: use the `mixed_float16` policy when a GPU is present (losses stay float32).
+    """
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not gpu:
+        os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
+    import tensorflow as tf
+
+    if threads is not None:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(threads)
+            tf.config.threading.set_inter_op_parallelism_threads(threads)
+        except RuntimeError:  # already initialised in this process
+            pass
+    gpus = tf.config.list_physical_devices("GPU")
+    if not gpu and gpus:
+        tf.config.set_visible_devices([], "GPU")
+        gpus = []
+    for g in gpus:
+        try:
+            tf.config.experimental.set_memory_growth(g, True)
+        except RuntimeError:
+            pass
+    if mixed_precision and gpus:
+        import keras
+
+        keras.mixed_precision.set_global_policy("mixed_float16")
+    return tf
+
+
+def strategy():
+    """MirroredStrategy over all GPUs when there are several, else the default (one GPU or the CPU)."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_logical_devices("GPU")
+    if len(gpus) > 1:
+        return tf.distribute.MirroredStrategy()
+    return tf.distribute.get_strategy()
