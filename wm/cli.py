@@ -15,7 +15,7 @@ import importlib
 import importlib.util
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 # verb, module, kind ("stage" runs inside the run-dir protocol, "tool" is its own main), one-line help
 VERBS: tuple[tuple[str, str, str, str], ...] = (

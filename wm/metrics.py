@@ -91,7 +91,7 @@ class Logger:
             h.close()
             self._log.removeHandler(h)
 
-    def __enter__(self) -> "Logger":
+    def __enter__(self) -> Logger:
         return self
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 import zipfile
 import zlib
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 

@@ -1,0 +1,21 @@
+"""Shared fixtures. Tests never write under runs/; they use tmp_path."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    return ROOT

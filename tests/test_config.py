@@ -1,0 +1,74 @@
+"""Config merge order and strict errors (issue 2)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from wm import config as C
+from wm.errors import WMError
+
+
+def test_every_block_only_overrides_known_keys():
+    # Loading each block alone proves it names only keys that exist in base.yaml with fitting types.
+    for name in C.blocks():
+        C.load([name])
+
+
+def test_merge_left_to_right_then_set():
+    cfg = C.load(["doom_takecover", "tiny"], ["vae.epochs=3"])
+    assert cfg.env.name == "doom_takecover"  # from doom_takecover
+    assert cfg.collect.episodes == C.blocks()["tiny"]["collect"]["episodes"]  # tiny wins over doom
+    assert cfg.vae.epochs == 3  # --set wins over both
+    assert cfg.vae.z_dim == 64  # doom value survives tiny
+    cfg2 = C.load(["tiny", "doom_takecover"])
+    assert cfg2.collect.episodes == 10000  # the later block wins
+
+
+def test_paper_numbers_in_presets():
+    car = C.load(["carracing"])
+    doom = C.load(["doom_takecover"])
+    assert (car.vae.z_dim, car.mdnrnn.hidden, car.controller.mode, car.controller.bias) == (32, 256, "zh", True)
+    assert (doom.vae.z_dim, doom.mdnrnn.hidden, doom.controller.mode, doom.controller.bias) == (64, 512, "zch", False)
+    assert doom.dream.temperature == 1.25 and doom.env.doom_skill == 5 and doom.env.max_steps == 2100
+    assert (doom.es.popsize, doom.es.trials, doom.es.sigma0, doom.es.eval_every, doom.es.eval_episodes) == (64, 16, 0.1, 25, 1024)
+    assert doom.vae.lr == 1e-4 and doom.vae.adam_eps == 1e-8 and doom.vae.kl_tolerance == 0.5
+    assert car.mdnrnn.steps == 4000 and car.mdnrnn.lr_decay == 1.0 and doom.mdnrnn.epochs == 400
+
+
+def test_unknown_key_names_it_and_the_nearest():
+    with pytest.raises(WMError, match=r"unknown config key 'vae.z_dimm'.*'vae.z_dim'"):
+        C.load(["tiny"], ["vae.z_dimm=3"])
+    with pytest.raises(WMError, match=r"unknown config block 'doom'.*doom_takecover"):
+        C.load(["doom"])
+
+
+def test_bad_type_names_key_value_and_type():
+    with pytest.raises(WMError, match=r"'vae.epochs'.*'many'.*int"):
+        C.load([], ["vae.epochs=many"])
+    with pytest.raises(WMError, match=r"'controller.bias'.*bool"):
+        C.load([], ["controller.bias=3"])
+    with pytest.raises(WMError, match=r"'vae.epochs'.*2.5.*int"):
+        C.load([], ["vae.epochs=2.5"])
+
+
+def test_casts_to_default_type():
+    cfg = C.load([], ["vae.lr=1e-3", "dream.temperature=1", "vae.epochs=4.0"])
+    assert cfg.vae.lr == 1e-3 and isinstance(cfg.vae.lr, float)
+    assert isinstance(cfg.dream.temperature, float) and isinstance(cfg.vae.epochs, int)
+
+
+def test_yaml_file_as_block(tmp_path):
+    p = tmp_path / "mine.yaml"
+    p.write_text(yaml.safe_dump({"vae": {"epochs": 7}}))
+    assert C.load(["tiny", str(p)]).vae.epochs == 7
+    p.write_text(yaml.safe_dump({"vae": {"epoch": 7}}))
+    with pytest.raises(WMError, match="vae.epoch"):
+        C.load([str(p)])
+
+
+def test_config_is_immutable():
+    cfg = C.load([])
+    with pytest.raises(TypeError):
+        cfg.vae = 3
+    assert cfg["vae.z_dim"] == cfg.vae.z_dim

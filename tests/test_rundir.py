@@ -1,0 +1,89 @@
+"""Run directory: conflicting reruns, atomic writes, sentinels, status (issue 2)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.errors import WMError
+from wm.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
+
+
+def test_config_written_at_creation_and_conflicts_refused(tmp_path):
+    run = RunDir(tmp_path / "r")
+    cfg = C.load(["doom_takecover", "tiny"])
+    run.bind_config(cfg, "collect")
+    assert C.Config(__import__("yaml").safe_load(run.config_path.read_text())) .to_dict() == cfg.to_dict()
+    (run.stage_dir("collect")).mkdir()
+    (run.stage_dir("collect") / "ep_000000.npz").write_bytes(b"x")  # collect has started
+    # train-vae may change its own section …
+    cfg2 = C.update(cfg, {"vae": {"epochs": 5}})
+    assert run.bind_config(cfg2, "train-vae").vae.epochs == 5
+    assert run.load_config().vae.epochs == 5
+    # … but not collect's (started upstream) or env (global)
+    with pytest.raises(WMError, match=r"collect.episodes: 12 -> 99"):
+        run.bind_config(C.update(cfg2, {"collect": {"episodes": 99}}), "train-vae")
+    with pytest.raises(WMError, match=r"env.max_steps"):
+        run.bind_config(C.update(cfg2, {"env": {"max_steps": 10}}), "train-vae")
+    # a stage that has not started may still be reconfigured from an upstream command
+    assert run.bind_config(C.update(cfg2, {"es": {"popsize": 4}}), "train-vae").es.popsize == 4
+    assert run.load_config().collect.episodes == 12  # refused commands changed nothing
+
+
+def test_atomic_write_survives_a_crash(tmp_path):
+    target = tmp_path / "a.json"
+    atomic_write_json(target, {"v": 1})
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text('{"v": 2, "half')  # crash mid-write
+            raise RuntimeError("boom")
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]  # no temp file left behind
+
+
+def test_atomic_write_killed_process_leaves_no_half_file(tmp_path):
+    # A process killed while writing (SIGKILL, no cleanup) must leave the target absent, not half-written.
+    target = tmp_path / "big.npz"
+    code = (
+        "import os, signal, numpy as np\n"
+        "from wm.rundir import atomic_path\n"
+        f"with atomic_path({str(target)!r}) as tmp:\n"
+        "    f = open(tmp, 'wb'); f.write(b'PK' * 1000); f.flush()\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert not target.exists()
+    assert all(p.name.startswith(".tmp-") for p in tmp_path.iterdir())  # readers ignore .tmp-*
+
+
+def test_savez_roundtrip(tmp_path):
+    atomic_savez(tmp_path / "x.npz", a=np.arange(3))
+    assert np.load(tmp_path / "x.npz")["a"].tolist() == [0, 1, 2]
+
+
+def test_states_and_lock(tmp_path):
+    run = RunDir(tmp_path)
+    assert run.state("collect") == "not started"
+    run.stage_dir("collect").mkdir()
+    (run.stage_dir("collect") / "ep_000000.npz").write_bytes(b"x")
+    assert run.state("collect") == "resumable"
+    with run.lock("collect"):
+        assert run.state("collect") == "running"
+    assert run.state("collect") == "resumable"
+    run.mark_done("collect", {"episodes": 1})
+    assert run.state("collect") == "done"
+    # a stale lock of a dead process is not "running"
+    atomic_write_json(run.stage_dir("train-vae") / "LOCK", {"pid": 2**22 + 12345, "host": os.uname().nodename})
+    assert run.state("train-vae") == "resumable"
+
+
+def test_read_jsonl_ignores_torn_line(tmp_path):
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"step": 1}\n{"step": 2}\n{"step": ')
+    assert [r["step"] for r in read_jsonl(p)] == [1, 2]
