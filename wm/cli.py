@@ -81,6 +81,12 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     verb = args.verb
     cfg = run.bind_config(resolve_config(args), verb)
+    # A stage may declare that some invocations are side runs that neither check nor touch its DONE
+    # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
+    if getattr(mod, "side_run", None) is not None and mod.side_run(args):
+        run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
+        mod.run(cfg, run, args)
+        return 0
     if run.is_done(verb) and not args.force:
         print(f"{verb}: already done in {run.path} (use --force to redo)")
         return 0

@@ -1,0 +1,158 @@
+"""`python -m wm pipeline`: collect → train-vae → encode → train-mdnrnn → train-controller → evaluate.
+
+Each stage runs as its own subprocess (`python -m wm <verb> --run …`, or under `mpirun -n N` for the
+controller), so a crash or a kill of one stage leaves the others' artifacts intact and TensorFlow memory is
+returned between stages. Stages already DONE are skipped; an interrupted one resumes (each stage resumes
+itself). While a stage runs, a progress line with elapsed time and ETA is printed from the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from wm.cli import add_run_args, resolve_config
+from wm.config import Config
+from wm.errors import WMError
+from wm.metrics import last_record
+from wm.rundir import STAGES, RunDir
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    add_run_args(p)
+    p.add_argument("--mpi", type=int, default=0, metavar="N",
+                   help="run train-controller under `mpirun -n N` (rank 0 = CMA-ES master, N-1 workers)")
+    p.add_argument("--until", default=None, choices=[s.verb for s in STAGES], help="stop after this stage")
+    p.add_argument("--demo", action="store_true", help="also evaluate the random and dream baselines, write the report, print the table")
+    p.add_argument("--progress-every", type=float, default=30.0, metavar="S", help="seconds between progress lines")
+
+
+def _fmt_time(s: float) -> str:
+    s = int(max(0, s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
+    """Fraction of a stage done, from its files and metrics (None when unknown)."""
+    rec = last_record(run.metrics_path(verb)) or {}
+    if verb == "collect":
+        n = len(list(run.stage_dir(verb).glob("ep_*.npz")))
+        return n / max(1, cfg.collect.episodes)
+    if verb == "encode":
+        total = len(list(run.stage_dir("collect").glob("ep_*.npz")))
+        return len(list(run.stage_dir(verb).glob("ep_*.npz"))) / max(1, total)
+    if verb == "train-vae" and "vae/epoch" in rec:
+        return (float(rec["vae/epoch"]) + 1) / max(1, cfg.vae.epochs)
+    if verb == "train-mdnrnn":
+        if "mdnrnn/epoch" in rec and cfg.mdnrnn.batching == "streams":
+            return (float(rec["mdnrnn/epoch"]) + 1) / max(1, cfg.mdnrnn.epochs)
+        if "mdnrnn/step" in rec and cfg.mdnrnn.batching == "episodes":
+            return float(rec["mdnrnn/step"]) / max(1, cfg.mdnrnn.steps)
+    if verb == "train-controller" and "es/generation" in rec:
+        return float(rec["es/generation"]) / max(1, cfg.es.generations)
+    return None
+
+
+def stage_command(verb: str, run: RunDir, mpi: int) -> list[str]:
+    """The subprocess command line of one stage."""
+    cmd = [sys.executable, "-m", "wm", verb, "--run", str(run.path)]
+    if verb == "train-controller" and mpi > 1:
+        mpirun = Path(sys.executable).with_name("mpirun")
+        launcher = str(mpirun) if mpirun.exists() else shutil.which("mpirun") or "mpirun"
+        return [launcher, "-n", str(mpi), *cmd]
+    return cmd
+
+
+def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, every: float) -> int:
+    start = time.time()
+    proc = subprocess.Popen(cmd, start_new_session=True)
+    last = start
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.time()
+            if now - last >= every:
+                last = now
+                p = stage_progress(run, cfg, verb)
+                el = now - start
+                eta = f"ETA {_fmt_time(el * (1 - p) / p)}" if p and 0 < p < 1 else "ETA ?"
+                pct = f"{100 * p:.0f}%" if p is not None else "…"
+                print(f"[{index}/{len(STAGES)}] {verb}: {pct}  elapsed {_fmt_time(el)}  {eta}", flush=True)
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGTERM)  # the stage checkpoints on SIGTERM; rerun resumes
+        proc.wait()
+        raise
+    return rc
+
+
+def _demo_table(run: RunDir) -> None:
+    rows = []
+    for tag, label in (("random", "random policy"), ("real", "trained C")):
+        for mode in ("real", "dream"):
+            path = run.path / "eval" / (tag if mode == "real" else f"{tag}-dream") / "summary.json"
+            if tag == "real" and mode == "dream":
+                path = run.path / "eval" / "dream" / "summary.json"
+            if path.exists():
+                s = json.loads(path.read_text())
+                rows.append((label, mode, f"{s['mean']:.1f} ± {s['std']:.1f}", s["episodes"]))
+    print("\n  policy          env     steps survived (mean ± std)  episodes")
+    for label, mode, score, n in rows:
+        print(f"  {label:<15} {mode:<7} {score:<28} {n}")
+    report = run.path / "report.md"
+    gifs = sorted(str(p) for p in run.path.rglob("*.gif"))
+    print(f"\n  run directory: {run.path}\n  report:        {report if report.exists() else '(not written)'}")
+    for g in gifs:
+        print(f"  gif:           {g}")
+
+
+def main(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    cfg = run.bind_config(resolve_config(args), None)
+    t0 = time.time()
+    timings = {}
+    for i, st in enumerate(STAGES, 1):
+        if run.is_done(st.verb) and not args.force:
+            print(f"[{i}/{len(STAGES)}] {st.verb}: done, skipped", flush=True)
+        else:
+            if args.force:
+                run.clear_done(st.verb)
+            state = run.state(st.verb)
+            word = "resuming" if state == "resumable" else "running"
+            cmd = stage_command(st.verb, run, args.mpi)
+            print(f"[{i}/{len(STAGES)}] {st.verb}: {word}: {' '.join(cmd[:4])} …", flush=True)
+            start = time.time()
+            rc = _run_stage(cmd, run, cfg, st.verb, i, args.progress_every)
+            timings[st.verb] = time.time() - start
+            if rc != 0 or not run.is_done(st.verb):
+                raise WMError(f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume")
+            print(f"[{i}/{len(STAGES)}] {st.verb}: done in {_fmt_time(timings[st.verb])}", flush=True)
+        if args.until == st.verb:
+            break
+    if args.demo:
+        extra = [
+            ("random baseline in the real game", ["evaluate", "--random"]),
+            ("random baseline in the dream", ["evaluate", "--random", "--dream", "--tag", "random-dream"]),
+            ("trained controller in the dream", ["evaluate", "--dream"]),
+            ("run report", ["report"]),
+        ]
+        for what, verb_args in extra:
+            print(f"[demo] {what}", flush=True)
+            subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(run.path)], check=True)
+        _demo_table(run)
+    total = time.time() - t0
+    print(f"pipeline finished in {_fmt_time(total)}: " + ", ".join(f"{k} {_fmt_time(v)}" for k, v in timings.items()))
+    hist = run.path / "pipeline_timings.jsonl"
+    with open(hist, "a") as f:
+        f.write(json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}}) + "\n")
+    return 0
