@@ -74,12 +74,27 @@ def resolve_config(args: argparse.Namespace):
     return C.update(C.update(C.defaults(), base.to_dict(), source=str(run.config_path)), C.parse_set(args.set), source="--set")
 
 
+def mpi_rank() -> int:
+    """This process's MPI rank when launched by mpirun (read from the launcher's environment, so the CLI
+    never imports mpi4py); 0 otherwise."""
+    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
 def run_stage(module: str, args: argparse.Namespace) -> int:
     from wm.rundir import RunDir, stage
 
     mod = importlib.import_module(module)
     run = RunDir(args.run)
     verb = args.verb
+    if mpi_rank() > 0:
+        # MPI worker ranks only evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
+        if run.is_done(verb) and not args.force:
+            return 0
+        mod.run(resolve_config(args), run, args)
+        return 0
     cfg = run.bind_config(resolve_config(args), verb)
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
     # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
