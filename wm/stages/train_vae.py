@@ -1,0 +1,183 @@
+"""`train-vae`: train V (the paper's ConvVAE, paper_settings.md §2) on the episodes, streamed from the shards.
+
+Outputs in `vae/`: `vae.weights.h5` (best by validation loss; what later stages load), `checkpoint.npz` (model +
+Adam + state, every `vae.checkpoint_every` steps and every epoch), `recon_epoch_NNN.png` and `reconstructions.png`
+(originals over reconstructions), `DONE` last. A rerun after a kill resumes mid-epoch from the checkpoint: the
+stream is a function of (seed, epoch) and the consumed batches are skipped, and the sampling noise is a function
+of the step, so the result equals an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wm.config import Config
+from wm.data.episodes import read_episode, scan
+from wm.data.frames import batches_per_epoch, frame_dataset, split_episodes, val_subset
+from wm.errors import WMError
+from wm.metrics import Logger, make_logger
+from wm.rundir import RunDir
+
+WEIGHTS = "vae.weights.h5"
+CHECKPOINT = "checkpoint.npz"
+LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """Train V per cfg.vae, resuming from `vae/checkpoint.npz` unless `--force`."""
+    with make_logger(run, "train-vae") as log:
+        train(cfg, run, log, force=bool(getattr(args, "force", False)))
+
+
+def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[int]]:
+    folder = run.stage_dir("collect")
+    if not run.is_done("collect"):
+        raise WMError(f"no finished collect stage in {folder} (run `collect` first)")
+    paths, lengths = [], []
+    for path, arrays, reason in scan(folder):
+        if reason is not None:
+            log.warning("skipping bad episode file: %s", reason)
+            continue
+        paths.append(path)
+        lengths.append(len(arrays["done"]))
+    if not paths:
+        raise WMError(f"no readable episode files in {folder}")
+    return paths, lengths
+
+
+def _preview_frames(paths: list[Path], n: int = 8) -> np.ndarray:
+    """n frames spread over the first episodes of `paths`, for the reconstruction grid."""
+    frames = []
+    for k, p in enumerate(paths[:n]):
+        obs = read_episode(p, keys=("obs",))["obs"]
+        per = max(1, n // min(n, len(paths)))
+        idx = np.linspace(0, len(obs) - 1, per + 2)[1:-1].astype(int)
+        frames.extend(obs[i] for i in idx)
+        if len(frames) >= n:
+            break
+    return np.stack(frames[:n])
+
+
+def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at_step: int | None = None) -> dict[str, Any]:
+    """The training loop (see the module docstring); returns the DONE info.
+
+    `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
+    """
+    from wm import tf_setup
+    from wm.media import image_grid, save_png
+    from wm.models.vae import ConvVAE, make_eval_step, make_optimizer, make_train_step
+    from wm.training import Checkpoint, EarlyStopping, Rate, check_finite, save_weights
+
+    v = cfg.vae
+    out = run.stage_dir("train-vae")
+    out.mkdir(parents=True, exist_ok=True)
+    paths, lengths = _episodes(cfg, run, log)
+    train_paths, val_paths = split_episodes(paths, v.val_fraction, cfg.run.seed)
+    length = dict(zip(paths, lengths))
+    train_frames = sum(length[p] for p in train_paths)
+    val_paths = val_subset(val_paths, [length[p] for p in val_paths], v.val_max_frames)
+    val_frames = sum(length[p] for p in val_paths)
+    steps_per_epoch = batches_per_epoch(train_frames, v.batch_size)
+    if steps_per_epoch == 0:
+        raise WMError(f"{train_frames} training frames are fewer than one batch of {v.batch_size} (vae.batch_size)")
+    data_id = hashlib.sha256("\n".join(p.name for p in train_paths).encode()).hexdigest()[:12]
+
+    tf = tf_setup.setup(mixed_precision=v.mixed_precision)
+    strategy = tf_setup.strategy()
+    with strategy.scope():
+        model = ConvVAE(v.z_dim)
+        optimizer = make_optimizer(v.lr, v.adam_eps, v.mixed_precision)
+        ckpt = Checkpoint(out / CHECKPOINT, model, optimizer)
+    if force:
+        ckpt.delete()
+    state = ckpt.restore() or {"epoch": 0, "step": 0, "batch": 0, "data": data_id, "sums": [0.0, 0.0, 0.0, 0]}
+    if state["batch"] and state.get("data") != data_id:
+        log.warning("the training episodes changed since the checkpoint; restarting epoch %d from its start", state["epoch"])
+        state.update(batch=0, sums=[0.0, 0.0, 0.0, 0])
+    state["data"] = data_id
+    early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
+    log.info("V: z=%d, %d params; %d train episodes (%d frames, %d steps/epoch), %d val episodes (%d frames); %s",
+             v.z_dim, model.count_params(), len(train_paths), train_frames, steps_per_epoch, len(val_paths), val_frames,
+             f"resuming at epoch {state['epoch']} batch {state['batch']}" if state["step"] else "starting")
+
+    seed = int(cfg.run.seed)
+    train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy)
+    eval_step = make_eval_step(model, v.kl_tolerance, seed)
+    preview = _preview_frames(val_paths or train_paths)
+    distribute = strategy.num_replicas_in_sync > 1
+
+    while state["epoch"] < v.epochs and not state.get("stopped"):
+        epoch = state["epoch"]
+        ds = frame_dataset(train_paths, v.batch_size, seed=seed, epoch=epoch, shuffle_buffer=v.shuffle_buffer,
+                           skip_batches=state["batch"], cycle=v.parallel_files)
+        if distribute:
+            ds = strategy.experimental_distribute_dataset(ds)
+        rate, window, last_log = Rate(), [], time.time()
+        for x in ds:
+            step = state["step"] + 1
+            if stop_at_step is not None and step >= stop_at_step:
+                raise KeyboardInterrupt(f"stopped before step {step}")
+            loss, recon, kl = (float(t) for t in train_step(x, tf.constant(step, tf.int64)))
+            check_finite(loss, step, ckpt)
+            state["step"], state["batch"] = step, state["batch"] + 1
+            sums = state["sums"]
+            state["sums"] = [sums[0] + loss, sums[1] + recon, sums[2] + kl, sums[3] + 1]
+            rate.add(v.batch_size)
+            window.append((loss, recon, kl))
+            if time.time() - last_log >= LOG_EVERY_S or state["batch"] == steps_per_epoch:
+                m = np.mean(window, axis=0)
+                log.scalars(step, {"vae/loss": m[0], "vae/recon": m[1], "vae/kl": m[2], "vae/frames_per_s": rate.read(),
+                                   "vae/epoch_progress": epoch + state["batch"] / steps_per_epoch}, console=15.0)
+                window, last_log = [], time.time()
+            if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < steps_per_epoch:
+                ckpt.save(state)
+
+        # End of epoch: validation, preview, keep-best, checkpoint (in that order: a kill redoes the end only).
+        sums = state["sums"]
+        n = max(sums[3], 1)
+        train_m = [sums[0] / n, sums[1] / n, sums[2] / n]
+        val_m = _validate(eval_step, val_paths, v.batch_size, tf) if val_paths else train_m
+        check_finite(val_m[0], state["step"], ckpt)
+        recon = model(preview).numpy()
+        grid = image_grid([preview, recon])
+        save_png(out / f"recon_epoch_{epoch + 1:03d}.png", grid)
+        save_png(out / "reconstructions.png", grid)
+        improved, stop = early.update(val_m[0])
+        if improved or not (out / WEIGHTS).exists():
+            save_weights(model, out / WEIGHTS)
+        log.scalars(state["step"], {"vae/epoch": epoch + 1, "vae/loss": train_m[0], "vae/recon": train_m[1],
+                                    "vae/kl": train_m[2], "vae/val_loss": val_m[0], "vae/val_recon": val_m[1],
+                                    "vae/val_kl": val_m[2], "vae/best_val_loss": early.best})
+        state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(),
+                     last_val=val_m[0], stopped=bool(stop))
+        ckpt.save(state)
+        if stop:
+            log.info("early stopping: no validation improvement for %d epochs", early.bad_epochs)
+
+    info = {"z_dim": v.z_dim, "epochs": state["epoch"], "steps": state["step"], "best_val_loss": early.best,
+            "val_loss": state.get("last_val"), "train_frames": train_frames, "val_frames": val_frames,
+            "train_episodes": len(train_paths), "val_episodes": len(val_paths), "weights": WEIGHTS,
+            "early_stopped": bool(state.get("stopped"))}
+    run.mark_done("train-vae", info)
+    log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, out / WEIGHTS)
+    return info
+
+
+def _validate(eval_step, paths: list[Path], batch_size: int, tf) -> list[float]:
+    """Frame-weighted mean (loss, recon, kl) over the validation episodes, fixed noise per batch."""
+    totals, n = np.zeros(3), 0
+    for i, x in enumerate(frame_dataset(paths, batch_size, drop_remainder=False)):
+        b = int(x.shape[0])
+        totals += b * np.array([float(t) for t in eval_step(x, tf.constant(i, tf.int64))])
+        n += b
+    return (totals / max(n, 1)).tolist()
