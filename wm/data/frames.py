@@ -13,8 +13,8 @@ TensorFlow is imported inside the functions (this module sits under `wm/data`, n
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -96,7 +96,7 @@ def val_subset(paths: Sequence[Path], lengths: Sequence[int], max_frames: int) -
     if max_frames <= 0:
         return list(paths)
     out, total = [], 0
-    for p, n in zip(paths, lengths):
+    for p, n in zip(paths, lengths, strict=False):
         if out and total + n > max_frames:
             break
         out.append(p)

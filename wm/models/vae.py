@@ -13,8 +13,8 @@ exactly the same noise as an uninterrupted one.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 

@@ -58,7 +58,7 @@ def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[i
 def _preview_frames(paths: list[Path], n: int = 8) -> np.ndarray:
     """n frames spread over the first episodes of `paths`, for the reconstruction grid."""
     frames = []
-    for k, p in enumerate(paths[:n]):
+    for _k, p in enumerate(paths[:n]):
         obs = read_episode(p, keys=("obs",))["obs"]
         per = max(1, n // min(n, len(paths)))
         idx = np.linspace(0, len(obs) - 1, per + 2)[1:-1].astype(int)
@@ -83,7 +83,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     out.mkdir(parents=True, exist_ok=True)
     paths, lengths = _episodes(cfg, run, log)
     train_paths, val_paths = split_episodes(paths, v.val_fraction, cfg.run.seed)
-    length = dict(zip(paths, lengths))
+    length = dict(zip(paths, lengths, strict=False))
     train_frames = sum(length[p] for p in train_paths)
     val_paths = val_subset(val_paths, [length[p] for p in val_paths], v.val_max_frames)
     val_frames = sum(length[p] for p in val_paths)
