@@ -1,0 +1,237 @@
+"""The dream: M as an environment (paper_settings §5), batched over whole populations in one compiled graph.
+
+`DreamEvaluator.evaluate(params (P, n), seeds (P, K))` runs all P·K episodes in one `tf.function` with a
+`tf.while_loop`. Per step, for every live episode: a = C([z, c, h]) (post-processed for CarRacing, §6) → M step
+with restart = 1 on the first step (§5) → z' sampled at temperature τ (§4) → done when the done logit > 0 or the
+step cap is reached; reward +1 per step including the terminal one (§5). Finished episodes are dropped from
+the batch every `compact_every` steps (masked until then), so the cost follows the live episodes, not the longest.
+
+Randomness is keyed by (episode seed, step) through a counter-based hash (below), not by a batch-wide RNG:
+an episode's result depends only on its seed and its parameters, not on which batch it runs in, and the same
+seed gives the same episode (up to float round-off of matmuls of different batch sizes). The start z is
+μ + σ·ε for the `initial_z` entry the seed picks (§5). `DreamEnv` steps one episode with the same step function.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from wm.errors import WMError
+from wm.models import mixture
+from wm.models.controller import Controller
+from wm.models.mdnrnn import MDNRNN
+
+_M32 = 0xFFFFFFFF
+# streams of the per-episode RNG
+_S_PICK, _S_INIT, _S_COMP, _S_EPS = 1, 2, 3, 4
+
+
+def _mix(x: tf.Tensor) -> tf.Tensor:
+    """A 32-bit integer hash (xorshift-multiply) on int64 tensors holding values in [0, 2^32).
+
+    Multipliers stay below 2^31 so products never overflow int64.
+    """
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+    x = tf.bitwise.bitwise_and(x * 0x7FEB352D, _M32)
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
+    x = tf.bitwise.bitwise_and(x * 0x2C1B3C6D, _M32)
+    x = tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 16))
+    x = tf.bitwise.bitwise_and(x * 0x297A2D39, _M32)
+    return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
+
+
+def _keys(seeds: tf.Tensor, t: tf.Tensor, stream: int) -> tf.Tensor:
+    """One 32-bit key per episode for (seed, step, stream)."""
+    lo = tf.bitwise.bitwise_and(seeds, _M32)
+    hi = tf.bitwise.bitwise_and(tf.bitwise.right_shift(seeds, 32), _M32)
+    k = _mix(tf.bitwise.bitwise_xor(lo, 0x3C6EF372))
+    k = _mix(tf.bitwise.bitwise_xor(k, hi))
+    k = _mix(tf.bitwise.bitwise_xor(k, tf.bitwise.bitwise_and(tf.cast(t, tf.int64) + 0x165667B1, _M32)))
+    return _mix(tf.bitwise.bitwise_xor(k, stream * 0x27D4EB2F))
+
+
+def uniform(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
+    """(N, dim) uniforms in (0, 1), a function of (seed, step, stream, column) only."""
+    k = _keys(seeds, t, stream)[:, None]
+    col = _mix(tf.range(dim, dtype=tf.int64)[None, :] + 0x61C88647)
+    h = _mix(tf.bitwise.bitwise_xor(k, col))
+    return (tf.cast(tf.bitwise.right_shift(h, 8), tf.float32) + 0.5) * (1.0 / 16777216.0)
+
+
+def normal(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
+    """(N, dim) standard normals by inverse CDF of `uniform`."""
+    return tf.math.ndtri(uniform(seeds, t, stream, dim))
+
+
+class _Core:
+    """The step function shared by the evaluator and DreamEnv (one place for the dream's semantics)."""
+
+    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
+                 temperature: float, max_steps: int):
+        if controller.z_dim != mdnrnn.z_dim or controller.hidden != mdnrnn.hidden or controller.action_dim != mdnrnn.action_dim:
+            raise WMError(f"{controller} does not fit M (z {mdnrnn.z_dim}, hidden {mdnrnn.hidden}, A {mdnrnn.action_dim})")
+        initial_mu = np.asarray(initial_mu, np.float32)
+        initial_logvar = np.asarray(initial_logvar, np.float32)
+        if initial_mu.ndim != 2 or initial_mu.shape[1] != mdnrnn.z_dim or initial_mu.shape != initial_logvar.shape or not len(initial_mu):
+            raise WMError(f"initial_z has shape {initial_mu.shape}/{initial_logvar.shape}, expected (N, {mdnrnn.z_dim})")
+        self.m, self.c = mdnrnn, controller
+        self.mu0, self.sigma0 = tf.constant(initial_mu), tf.constant(np.exp(initial_logvar / 2.0))
+        self.temperature, self.max_steps = float(temperature), int(max_steps)
+
+    def reset(self, seeds: tf.Tensor):
+        """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5) and zero (c, h)."""
+        n0 = tf.shape(self.mu0, out_type=tf.int64)[0]
+        u = uniform(seeds, 0, _S_PICK, 1)[:, 0]
+        idx = tf.minimum(tf.cast(u * tf.cast(n0, tf.float32), tf.int64), n0 - 1)
+        z = tf.gather(self.mu0, idx) + tf.gather(self.sigma0, idx) * normal(seeds, 0, _S_INIT, self.m.z_dim)
+        c, h = self.m.initial_state(tf.shape(seeds)[0])
+        return z, c, h
+
+    def step(self, params, seeds, t, z, c, h, action=None):
+        """One dream step for a batch: returns (z', c', h', done, action). `action` overrides C when given."""
+        if action is None:
+            action = self.c.act_tf(params, z, c, h)
+        n = tf.shape(z)[0]
+        restart = tf.fill([n], tf.cast(tf.equal(t, 0), tf.float32))  # restart = 1 on the first step (§5)
+        out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None)
+        zd = self.m.z_dim
+        z = mixture.sample_mixture(out.logmix, out.mu, out.logstd, self.temperature,
+                                   uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd))
+        done = tf.fill([n], tf.cast(t, tf.int64) + 1 >= self.max_steps)
+        if out.done_logit is not None:
+            done = tf.logical_or(done, out.done_logit > 0.0)  # cutoff, no sampling, no τ (§4)
+        return z, c, h, done, action
+
+
+class DreamEvaluator:
+    """All P·K dream episodes of a population in one compiled graph (§5, DESIGN "Performance shape")."""
+
+    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
+                 temperature: float, max_steps: int, compact_every: int = 10):
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps)
+        self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
+        self._run = tf.function(self._graph, reduce_retracing=True)
+
+    def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tf.Tensor:
+        core, n = self.core, tf.shape(seeds)[0]
+        z, c, h = core.reset(seeds)
+        prow = tf.gather(params, pidx)
+        ids = tf.range(n)
+        alive = tf.ones([n], tf.bool)
+        lengths = tf.zeros([n], tf.int64)
+
+        def cond(t, ids, seeds, prow, z, c, h, alive, lengths):
+            return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
+
+        def body(t, ids, seeds, prow, z, c, h, alive, lengths):
+            z, c, h, done, _ = core.step(prow, seeds, t, z, c, h)
+            lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
+            alive = tf.logical_and(alive, tf.logical_not(done))
+            t = t + 1
+
+            def compact():
+                keep = tf.where(alive)[:, 0]
+                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, alive)]
+
+            do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
+            ids, seeds, prow, z, c, h, alive = tf.cond(do, compact, lambda: [ids, seeds, prow, z, c, h, alive])
+            return t, ids, seeds, prow, z, c, h, alive, lengths
+
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, alive, lengths)
+        inv = tuple([tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]] + [lengths.shape])
+        out = tf.while_loop(cond, body, loop, shape_invariants=inv)
+        return out[-1]
+
+    def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (returns float64 (P, K), lengths int64 (P, K)) for P parameter vectors × K seeds each."""
+        params = np.asarray(params, np.float32)
+        if params.ndim == 1:
+            params = params[None]
+        seeds = np.asarray(seeds, np.int64)
+        if seeds.ndim == 1:
+            seeds = seeds[None]
+        p, k = seeds.shape
+        if params.shape != (p, self.controller.n_params):
+            raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.controller}")
+        pidx = np.repeat(np.arange(p, dtype=np.int32), k)
+        lengths = self._run(tf.constant(params), tf.constant(seeds.reshape(-1)), tf.constant(pidx)).numpy().reshape(p, k)
+        return lengths.astype(np.float64), lengths.astype(np.int64)
+
+
+class DreamEnv:
+    """One dream episode, gymnasium-style (`reset(seed)` → obs, info; `step(a)` → obs, r, terminated, truncated, info).
+
+    The observation is [z, c, h] (§5). Uses the evaluator's step function, so for the same seed and C it
+    follows the same episode as `DreamEvaluator` (its test checks this). `step(None)` lets C act; given
+    an action (B=1, A), it is fed to M as is (post-process CarRacing actions yourself, `Controller.postprocess`).
+    """
+
+    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
+                 temperature: float, max_steps: int, params: np.ndarray | None = None):
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps)
+        self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
+        self._reset = tf.function(self.core.reset)
+        self._step_c = tf.function(lambda p, s, t, z, c, h: self.core.step(p[None], s, t, z, c, h))
+        self._step_a = tf.function(lambda s, t, z, c, h, a: self.core.step(None, s, t, z, c, h, action=a))
+        self.t, self.seed, self.state = 0, 0, None
+
+    def _obs(self) -> np.ndarray:
+        return np.concatenate([x.numpy()[0] for x in self.state])
+
+    @property
+    def z(self) -> np.ndarray:
+        return self.state[0].numpy()[0]
+
+    def reset(self, seed: int | None = None, params: np.ndarray | None = None):
+        if params is not None:
+            self.params = np.asarray(params, np.float32)
+        self.seed = int(np.random.SeedSequence().entropy % 2**62) if seed is None else int(seed)
+        self.t = 0
+        self.state = self._reset(tf.constant([self.seed], tf.int64))
+        return self._obs(), {"t": 0}
+
+    def step(self, action: np.ndarray | None = None):
+        if self.state is None:
+            raise RuntimeError("call reset() first")
+        seeds, t = tf.constant([self.seed], tf.int64), tf.constant(self.t, tf.int64)
+        if action is None:
+            if self.params is None:
+                raise RuntimeError("DreamEnv.step(None) needs controller params (reset(params=...))")
+            z, c, h, done, a = self._step_c(tf.constant(self.params), seeds, t, *self.state)
+        else:
+            a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
+            z, c, h, done, a = self._step_a(seeds, t, *self.state, a)
+        self.state, self.t = (z, c, h), self.t + 1
+        done = bool(done.numpy()[0])
+        truncated = done and self.t >= self.core.max_steps
+        return self._obs(), 1.0, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
+
+
+def action_dim(cfg: Any) -> int:
+    """Action width of the configured env: CarRacing 3 (steer, gas, brake), Doom 1 (§6)."""
+    return 3 if cfg.env.name == "carracing" else 1
+
+
+def load_dream(cfg: Any, run: Any, **kw: Any) -> DreamEvaluator:
+    """The DreamEvaluator of a run: M from `mdnrnn/mdnrnn.weights.h5`, starts from `series/initial_z.npz`."""
+    from wm.models.mdnrnn import load_mdnrnn
+
+    m = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5", cfg.vae.z_dim, action_dim(cfg), cfg.mdnrnn.hidden,
+                    cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
+    mu, logvar = load_initial_z(Path(run.stage_dir("encode")) / "initial_z.npz")
+    controller = Controller.from_config(cfg, action_dim(cfg))
+    return DreamEvaluator(m, controller, mu, logvar, cfg.dream.temperature, cfg.dream.max_steps, **kw)
+
+
+def load_initial_z(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    if not path.exists():
+        raise WMError(f"{path} not found (run encode first)")
+    try:
+        with np.load(path) as f:
+            return f["mu"].astype(np.float32), f["logvar"].astype(np.float32)
+    except (OSError, ValueError, KeyError) as e:
+        raise WMError(f"{path}: unreadable initial_z ({e})") from None

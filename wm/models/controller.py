@@ -1,0 +1,147 @@
+"""C: the paper's linear (or one-hidden-layer) controller on flat parameter vectors (paper_settings §6).
+
+Modes (authors' `rnn.py`): "zch" [z, c, h], "zc" [z, c], "z" [z], "z_hidden" [z] → 40 tanh units → A, "zh" [z, h].
+Flat-vector layouts, exactly the authors' (so their `.best.json` vectors load as they are):
+
+* linear with bias (Car, ZH): params[0:A] = b, params[A:] = W row-major (in, A); a = tanh(xW + b) → 867;
+* linear without bias (Doom, ZCH): params = W row-major (in, A); a = tanh(xW) → 1088;
+* z_hidden: b_hidden (U), W_hidden (z, U), b_out (A), W_out (U, A) → 1443 with bias (biases dropped when bias=False).
+
+`act` (NumPy) and `act_tf` (TF, for the dream graph) share one layout and accept either one vector (n,) for
+every row or one vector per row (B, n) for inputs (B, ...). `car_action` is the CarRacing post-processing
+(steer, (a+1)/2, clip(a, 0, 1)) that the authors feed to both the env and M (§6).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+MODES = ("z", "zh", "zc", "zch", "z_hidden")
+_INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
+
+
+class Controller:
+    """Flat-vector controller of one mode; holds only sizes and the layout, the parameters are passed in."""
+
+    def __init__(self, mode: str, z_dim: int, hidden: int, action_dim: int, bias: bool, hidden_units: int = 40,
+                 car_actions: bool | None = None):
+        mode = mode.lower()
+        if mode not in MODES:
+            from wm.errors import WMError
+
+            raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode, self.z_dim, self.hidden, self.action_dim = mode, int(z_dim), int(hidden), int(action_dim)
+        self.bias, self.hidden_units = bool(bias), int(hidden_units)
+        # CarRacing's 3-d action gets the authors' post-processing; Doom's 1-d action goes to M as is (§6).
+        self.car_actions = self.action_dim == 3 if car_actions is None else bool(car_actions)
+        sizes = {"z": self.z_dim, "c": self.hidden, "h": self.hidden}
+        self.inputs = _INPUTS[mode]
+        self.input_dim = sum(sizes[k] for k in self.inputs)
+        a, u = self.action_dim, self.hidden_units
+        if mode == "z_hidden":
+            layout = [("b_hidden", (u,)), ("W_hidden", (self.input_dim, u)), ("b_out", (a,)), ("W_out", (u, a))]
+        else:
+            layout = [("b", (a,)), ("W", (self.input_dim, a))]
+        self.layout = [(name, shape) for name, shape in layout if self.bias or not name.startswith("b")]
+        self.n_params = int(sum(np.prod(s) for _, s in self.layout))
+
+    @classmethod
+    def from_config(cls, cfg: Any, action_dim: int) -> Controller:
+        """The controller of a resolved config (`cfg.controller`, `cfg.vae.z_dim`, `cfg.mdnrnn.hidden`)."""
+        c = cfg.controller
+        return cls(c.mode, cfg.vae.z_dim, cfg.mdnrnn.hidden, action_dim, c.bias, c.hidden_units,
+                   car_actions=cfg.env.name == "carracing")
+
+    def __repr__(self) -> str:
+        return f"Controller({self.mode}, in={self.input_dim}, A={self.action_dim}, bias={self.bias}, n={self.n_params})"
+
+    # ------------------------------------------------------------------ layout
+    def split(self, params, xp=np) -> dict[str, Any]:
+        """Flat params (n,) or (B, n) → named pieces, each (…, *shape) row-major (NumPy or TF via `xp`)."""
+        out, off = {}, 0
+        for name, shape in self.layout:
+            size = int(np.prod(shape))
+            piece = params[..., off : off + size]
+            lead = list(params.shape[:-1]) if xp is np else _tf_lead(params)
+            out[name] = xp.reshape(piece, lead + list(shape))
+            off += size
+        return out
+
+    def features(self, z, c=None, h=None, xp=np):
+        parts = {"z": z, "c": c, "h": h}
+        missing = [k for k in self.inputs if parts[k] is None]
+        if missing:
+            raise ValueError(f"controller mode {self.mode} needs {missing}")
+        return xp.concat([parts[k] for k in self.inputs], axis=-1) if xp is not np else np.concatenate(
+            [np.asarray(parts[k], np.float32) for k in self.inputs], axis=-1)
+
+    # ------------------------------------------------------------------ NumPy
+    def act(self, params: np.ndarray, z: np.ndarray, c: np.ndarray | None = None, h: np.ndarray | None = None) -> np.ndarray:
+        """Actions in NumPy. params (n,) with inputs (..., dim), or (B, n) with inputs (B, ..., dim) → (..., A).
+
+        Returns the raw tanh action; apply `postprocess` for what the env and M receive.
+        """
+        params = np.asarray(params, np.float32)
+        x = self.features(z, c, h)
+        p = self.split(params)
+        if self.mode == "z_hidden":
+            x = np.tanh(_np_affine(x, p["W_hidden"], p.get("b_hidden"), params.ndim))
+            return np.tanh(_np_affine(x, p["W_out"], p.get("b_out"), params.ndim))
+        return np.tanh(_np_affine(x, p["W"], p.get("b"), params.ndim))
+
+    def postprocess(self, a: np.ndarray) -> np.ndarray:
+        """The action the env and M receive: `car_action` for CarRacing, unchanged for Doom (§6)."""
+        return car_action(a) if self.car_actions else a
+
+    # ------------------------------------------------------------------ TF
+    def act_tf(self, params, z, c=None, h=None, postprocess: bool = True):
+        """`act` (plus `postprocess` by default) in TF for the dream graph; params (n,) or (B, n) with inputs (B, dim)."""
+        import tensorflow as tf
+
+        x = self.features(z, c, h, xp=tf)
+        p = self.split(params, xp=tf)
+        if self.mode == "z_hidden":
+            x = tf.tanh(_tf_affine(x, p["W_hidden"], p.get("b_hidden")))
+            a = tf.tanh(_tf_affine(x, p["W_out"], p.get("b_out")))
+        else:
+            a = tf.tanh(_tf_affine(x, p["W"], p.get("b")))
+        if postprocess and self.car_actions:
+            a = tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)
+        return a
+
+
+def car_action(a: np.ndarray) -> np.ndarray:
+    """CarRacing post-processing of a tanh action (§6): steer a₀, gas (a₁+1)/2, brake clip(a₂, 0, 1)."""
+    a = np.asarray(a, np.float32)
+    out = a.copy()
+    out[..., 1] = (a[..., 1] + 1.0) / 2.0
+    out[..., 2] = np.clip(a[..., 2], 0.0, 1.0)
+    return out
+
+
+def _np_affine(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pdim: int) -> np.ndarray:
+    if pdim == 1:
+        y = x @ w
+    else:  # one weight matrix per leading row: x (B, ..., i), w (B, i, o)
+        y = np.einsum("b...i,bio->b...o", x, w)
+        if b is not None:
+            b = b.reshape(b.shape[:1] + (1,) * (y.ndim - 2) + b.shape[1:])
+    return y if b is None else y + b
+
+
+def _tf_affine(x, w, b):
+    import tensorflow as tf
+
+    if w.shape.rank == 2:
+        y = tf.matmul(x, w)
+    else:
+        y = tf.einsum("bi,bio->bo", x, w)
+    return y if b is None else y + b
+
+
+def _tf_lead(params) -> list:
+    import tensorflow as tf
+
+    return [] if params.shape.rank == 1 else [tf.shape(params)[0]]

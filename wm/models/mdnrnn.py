@@ -1,0 +1,211 @@
+"""M: the paper's MDN-RNN (paper_settings §4), its loss and its training step, in Keras 3 + TFP.
+
+Keras mapping of the authors' cell (`LayerNormBasicLSTMCell`, layer norm off, forget_bias 1.0):
+one kernel `lstm_kernel` ((in + H), 4H) on [x, h] and one bias (4H), gates in TF1 order (i, j, f, o), and a
+**constant** +1 added to the forget pre-activation inside the cell (not a trainable initial value as Keras'
+`unit_forget_bias`). So the authors' `rnn.json` kernel/bias load as they are (§4 "Variable order"). Every
+weight uses glorot-uniform (TF1 `get_variable` default, biases included, §10.13).
+
+Doom (`predict_done=True`) adds the restart flag as a 66th input; when it is > 0.5 the state (c, h) is zeroed
+before the step (§4, §10.10), and the head's column 0 is the done logit. The head's other columns are the MDN:
+rows of 15 per latent dimension, dimension-major, [5 log-mix | 5 μ | 5 log σ] (§4 "MDN output layout").
+Counts: Car (z 32, A 3, H 256) 422,368; Doom (z 64, A 1, H 512, done) 1,678,785 (§9).
+
+The head returns plain tensors (`MDNOutput`); the TFP mixtures are built only in `wm.models.mixture`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import keras
+import tensorflow as tf
+
+from wm.errors import WMError
+from wm.models import mixture
+
+
+class MDNOutput(NamedTuple):
+    """Head outputs for (..., ) steps: logmix/mu/logstd (..., z, K); done_logit (...) or None without done."""
+
+    logmix: tf.Tensor
+    mu: tf.Tensor
+    logstd: tf.Tensor
+    done_logit: tf.Tensor | None
+
+
+class MDNRNN(keras.Model):
+    """LSTM (+1 constant forget bias) with a per-dimension MDN head and, for Doom, restart input and done logit."""
+
+    def __init__(self, z_dim: int, action_dim: int, hidden: int, num_mixtures: int = 5, predict_done: bool = False, **kw):
+        super().__init__(**kw)
+        self.z_dim, self.action_dim, self.hidden = int(z_dim), int(action_dim), int(hidden)
+        self.num_mixtures, self.predict_done = int(num_mixtures), bool(predict_done)
+        self.input_dim = self.z_dim + self.action_dim + (1 if self.predict_done else 0)
+        self.output_dim = self.z_dim * 3 * self.num_mixtures + (1 if self.predict_done else 0)
+        init = keras.initializers.GlorotUniform
+        self.lstm_kernel = self.add_weight(shape=(self.input_dim + self.hidden, 4 * self.hidden), initializer=init(), name="lstm_kernel")
+        self.lstm_bias = self.add_weight(shape=(4 * self.hidden,), initializer=init(), name="lstm_bias")
+        self.out_kernel = self.add_weight(shape=(self.hidden, self.output_dim), initializer=init(), name="out_kernel")
+        self.out_bias = self.add_weight(shape=(self.output_dim,), initializer=init(), name="out_bias")
+        self.built = True
+
+    def config_dict(self) -> dict:
+        return {"z_dim": self.z_dim, "action_dim": self.action_dim, "hidden": self.hidden,
+                "num_mixtures": self.num_mixtures, "predict_done": self.predict_done}
+
+    # ------------------------------------------------------------------ cell and head
+    def initial_state(self, batch: int | tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Zero (c, h) for `batch` sequences."""
+        zeros = tf.zeros((batch, self.hidden), tf.float32)
+        return zeros, zeros
+
+    def _inputs(self, z: tf.Tensor, a: tf.Tensor, restart: tf.Tensor | None) -> tf.Tensor:
+        parts = [tf.cast(z, tf.float32), tf.cast(a, tf.float32)]
+        if self.predict_done:
+            if restart is None:
+                raise ValueError("predict_done model needs the restart flag")
+            parts.append(tf.cast(restart, tf.float32)[..., None])
+        return tf.concat(parts, axis=-1)
+
+    def _cell(self, xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """One LSTM step given the input projection xw = x·W_x + b (TF1 gate order i, j, f, o; f gets +1)."""
+        gates = xw + tf.matmul(h, self.lstm_kernel[self.input_dim:])
+        i, j, f, o = tf.split(gates, 4, axis=-1)
+        c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
+        h = tf.tanh(c) * tf.sigmoid(o)
+        return c, h
+
+    def head(self, h: tf.Tensor) -> MDNOutput:
+        """Head on LSTM outputs h (..., H): the per-dimension mixture parameters and the done logit."""
+        out = tf.matmul(h, self.out_kernel) + self.out_bias if h.shape.rank == 2 else tf.tensordot(h, self.out_kernel, 1) + self.out_bias
+        done = None
+        if self.predict_done:
+            done, out = out[..., 0], out[..., 1:]
+        lead = tf.shape(out)[:-1]
+        k = self.num_mixtures
+        rows = tf.reshape(out, tf.concat([lead, [self.z_dim, 3 * k]], 0))
+        logits, mu, logstd = rows[..., :k], rows[..., k : 2 * k], rows[..., 2 * k :]
+        return MDNOutput(tf.nn.log_softmax(logits, axis=-1), mu, logstd, done)
+
+    def step(self, z: tf.Tensor, a: tf.Tensor, state: tuple[tf.Tensor, tf.Tensor], restart: tf.Tensor | None = None):
+        """One step for a batch: (z (B, z), a (B, A), (c, h), restart (B,)) → (MDNOutput, (c, h))."""
+        c, h = state
+        if self.predict_done:
+            keep = 1.0 - tf.cast(tf.cast(restart, tf.float32) > 0.5, tf.float32)[:, None]
+            c, h = c * keep, h * keep  # restart zeroes the state before the step (§4)
+        xw = tf.matmul(self._inputs(z, a, restart), self.lstm_kernel[: self.input_dim]) + self.lstm_bias
+        c, h = self._cell(xw, c, h)
+        return self.head(h), (c, h)
+
+    def call(self, z, a, restart=None, state=None, training=False):
+        """Teacher-forced sequence: z (B, T, z), a (B, T, A), restart (B, T) → (MDNOutput (B, T, ...), (c, h)).
+
+        The input projection of all T steps is one matmul; only h·W_h runs in the loop (tf.scan).
+        """
+        b = tf.shape(z)[0]
+        c0, h0 = self.initial_state(b) if state is None else state
+        x = self._inputs(z, a, restart)
+        xw = tf.tensordot(x, self.lstm_kernel[: self.input_dim], 1) + self.lstm_bias  # (B, T, 4H)
+        xw_t = tf.transpose(xw, [1, 0, 2])
+        if self.predict_done:
+            keep_t = tf.transpose(1.0 - tf.cast(tf.cast(restart, tf.float32) > 0.5, tf.float32))[..., None]  # (T, B, 1)
+        else:
+            keep_t = tf.ones((tf.shape(xw_t)[0], b, 1), tf.float32)
+
+        def body(carry, inp):
+            c, h = carry[0], carry[1]
+            xw_s, keep = inp
+            c, h = self._cell(xw_s, c * keep, h * keep)
+            return tf.stack([c, h])
+
+        states = tf.scan(body, (xw_t, keep_t), initializer=tf.stack([c0, h0]))  # (T, 2, B, H)
+        hs = tf.transpose(states[:, 1], [1, 0, 2])
+        return self.head(hs), (states[-1, 0], states[-1, 1])
+
+    # ------------------------------------------------------------------ loss
+    def loss_terms(self, out: MDNOutput, z_target, z_mask=None, done_target=None, done_mask=None, done_weight: float = 10.0):
+        """(total, nll, done_loss): mixture NLL (mean over unmasked batch·time·dims) + weighted done BCE (§4)."""
+        nll = mixture.mixture_nll(out.logmix, out.mu, out.logstd, z_target, z_mask)
+        done_loss = tf.constant(0.0)
+        if self.predict_done and done_target is not None:
+            done_loss = mixture.weighted_done_loss(out.done_logit, done_target, done_mask, done_weight)
+        return nll + done_loss, nll, done_loss
+
+
+def lr_at(step: int | tf.Tensor, lr: float, lr_min: float, decay: float):
+    """The authors' schedule (§4): (lr − lr_min)·decay^step + lr_min (decay 1.0 = constant)."""
+    return (lr - lr_min) * decay ** tf.cast(step, tf.float32) + lr_min
+
+
+class DecayingLR(keras.optimizers.schedules.LearningRateSchedule):
+    """`lr_at` as a Keras schedule, so the optimizer's own iteration counter drives it (resumes with it)."""
+
+    def __init__(self, lr: float, lr_min: float, decay: float):
+        self.lr, self.lr_min, self.decay = float(lr), float(lr_min), float(decay)
+
+    def __call__(self, step):
+        return lr_at(step, self.lr, self.lr_min, self.decay)
+
+    def get_config(self):
+        return {"lr": self.lr, "lr_min": self.lr_min, "decay": self.decay}
+
+
+def make_optimizer(lr: float, lr_min: float, decay: float, adam_eps: float = 1e-8, clip: float = 1.0) -> keras.optimizers.Optimizer:
+    """Adam with ε 1e-8 and elementwise clip-by-value (§4, §10.13), on the decaying schedule."""
+    return keras.optimizers.Adam(learning_rate=DecayingLR(lr, lr_min, decay), epsilon=adam_eps, clipvalue=clip)
+
+
+def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_weight: float = 10.0):
+    """A compiled training step: batch dict + carried state → (nll, done_loss, final (c, h)).
+
+    Batch keys: z (B, L+1, z) frames, action (B, L, A), restart (B, L), z_mask (B, L), done_target (B, L),
+    done_mask (B, L). Inputs are frames [:, :L], targets frames [:, 1:] (teacher forcing, shift 1, §4).
+    """
+
+    @tf.function(reduce_retracing=True)
+    def train_step(batch, state):
+        z = batch["z"]
+        with tf.GradientTape() as tape:
+            out, final = model(z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True)
+            total, nll, done_loss = model.loss_terms(out, z[:, 1:], batch["z_mask"], batch.get("done_target"),
+                                                     batch.get("done_mask"), done_weight)
+        grads = tape.gradient(total, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return nll, done_loss, final
+
+    return train_step
+
+
+def save_config(model: MDNRNN, path: str | Path) -> None:
+    from wm.rundir import atomic_write_json
+
+    atomic_write_json(path, model.config_dict())
+
+
+def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | None = None, hidden: int | None = None,
+                num_mixtures: int = 5, predict_done: bool | None = None) -> MDNRNN:
+    """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it.
+
+    Raises WMError if the file is missing or its shapes do not fit the requested sizes.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise WMError(f"M weights not found: {path} (run train-mdnrnn first)")
+    meta_path = path.parent / "model.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    dims = {"z_dim": z_dim, "action_dim": action_dim, "hidden": hidden, "num_mixtures": num_mixtures, "predict_done": predict_done}
+    for k, v in dims.items():
+        if v is None:
+            if k not in meta:
+                raise WMError(f"load_mdnrnn: {k} not given and no {meta_path}")
+            dims[k] = meta[k]
+    model = MDNRNN(**dims)
+    try:
+        model.load_weights(str(path))
+    except (ValueError, KeyError, OSError) as e:
+        raise WMError(f"{path}: weights do not fit M {dims} ({str(e).splitlines()[0][:200]})") from None
+    return model
+

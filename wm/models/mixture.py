@@ -1,0 +1,89 @@
+"""The MDN mixture: the only module that builds TFP distributions (the loss and the temperature sampler).
+
+M's head returns plain tensors: per latent dimension K log-mix weights (log-softmaxed), K means and K log-stds
+(paper_settings §4: factorised, one mixture per dimension, log-std not clamped). Here they become
+`MixtureSameFamily(Categorical(logits), Normal(mu, sigma))` with batch shape [..., z_dim] (§10.13), for
+
+* `mixture_nll`: −log Σ_k π_k N(z; μ_k, σ_k), averaged over the unmasked (batch · time · dims) entries (§4);
+* `tempered` / `sample_mixture`: the dream sampler of §4 — logits / τ, σ·√τ, one component per dimension picked
+  by inverse CDF of a uniform draw, then μ_k + σ_k·√τ·ε. The uniforms and normals come from the caller so the
+  dream can key them by (episode seed, step) and an episode never depends on the batch it runs in.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+tfd = tfp.distributions
+
+
+def mixture(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor) -> tfd.MixtureSameFamily:
+    """The per-dimension Gaussian mixture with batch shape `logmix.shape[:-1]` (§4, §10.13)."""
+    return tfd.MixtureSameFamily(
+        mixture_distribution=tfd.Categorical(logits=logmix),
+        components_distribution=tfd.Normal(loc=mu, scale=tf.exp(logstd)),
+    )
+
+
+def tempered(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float | tf.Tensor) -> tfd.MixtureSameFamily:
+    """The mixture at temperature τ exactly as the authors sample it (§4): logits/τ and σ·√τ."""
+    tau = tf.cast(temperature, logmix.dtype)
+    return tfd.MixtureSameFamily(
+        mixture_distribution=tfd.Categorical(logits=logmix / tau),
+        components_distribution=tfd.Normal(loc=mu, scale=tf.exp(logstd) * tf.sqrt(tau)),
+    )
+
+
+def mixture_nll(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+    """Mean negative log-likelihood of `target` (..., z) under the mixtures (..., z, K) over unmasked entries.
+
+    `mask` has the shape of `target` without the last axis (one flag per step, e.g. padding) or the shape of
+    `target`; the mean runs over batch · time · dims of the entries it keeps (§4, "z_cost").
+    """
+    nll = -mixture(logmix, mu, logstd).log_prob(target)  # (..., z)
+    if mask is None:
+        return tf.reduce_mean(nll)
+    mask = tf.cast(mask, nll.dtype)
+    if mask.shape.rank == nll.shape.rank - 1:
+        mask = mask[..., None] * tf.ones_like(nll)
+    return tf.reduce_sum(nll * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def weighted_done_loss(done_logit: tf.Tensor, done_target: tf.Tensor, mask: tf.Tensor | None = None, pos_weight: float = 10.0) -> tf.Tensor:
+    """Sigmoid cross-entropy of the done ("restart") logit with positives weighted ×`pos_weight`, mean over steps (§4)."""
+    target = tf.cast(done_target, done_logit.dtype)
+    ce = tf.nn.weighted_cross_entropy_with_logits(labels=target, logits=done_logit, pos_weight=pos_weight)
+    if mask is None:
+        return tf.reduce_mean(ce)
+    mask = tf.cast(mask, ce.dtype)
+    return tf.reduce_sum(ce * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def sample_mixture(
+    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float | tf.Tensor, uniform: tf.Tensor, normal: tf.Tensor
+) -> tf.Tensor:
+    """One draw per latent dimension from the tempered mixture, from caller-supplied noise (§4).
+
+    Args:
+        logmix, mu, logstd: (..., z, K) head outputs.
+        uniform: (..., z) in (0, 1), one per dimension, picks the component by inverse CDF of π' (as the authors).
+        normal: (..., z) standard normal ε.
+    Returns:
+        z' = μ_k + σ_k·√τ·ε, shape (..., z).
+    """
+    dist = tempered(logmix, mu, logstd, temperature)
+    probs = dist.mixture_distribution.probs_parameter()
+    cdf = tf.cumsum(probs, axis=-1)
+    k_max = tf.shape(probs)[-1] - 1
+    # inverse CDF: the first component whose cumulative probability reaches u (clipped against round-off).
+    k = tf.minimum(tf.reduce_sum(tf.cast(cdf < uniform[..., None], tf.int32), axis=-1), k_max)
+    onehot = tf.one_hot(k, tf.shape(probs)[-1], dtype=mu.dtype)
+    loc = tf.reduce_sum(dist.components_distribution.loc * onehot, axis=-1)
+    scale = tf.reduce_sum(dist.components_distribution.scale * onehot, axis=-1)
+    return loc + scale * normal
+
+
+def sample(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float, seed: tf.Tensor | tuple[int, int]) -> tf.Tensor:
+    """A draw from the tempered mixture using TFP's own stateless sampler (for tests and one-off use)."""
+    return tempered(logmix, mu, logstd, temperature).sample(seed=tf.constant(seed, tf.int32) if isinstance(seed, tuple) else seed)
