@@ -1,0 +1,181 @@
+"""`python -m wm collect`: roll out the data policy in `collect.workers` processes, one `episodes/ep_NNNNNN.npz` each.
+
+Episode file (wm.data.episodes): obs uint8 (T, 64, 64, 3), action float32 (T, A) = `m_action` (the post-processed
+action the env received, §1a), reward float32 (T,), done bool (T,), seed int64 (the env seed). Row t is the frame
+seen at step t, the action taken on it and its reward; the frame after the last action is not stored (§1a, §1b).
+`done[t]` is True only when step t ended the episode by the env's own termination (Doom: death); reaching the
+`env.max_steps` cap leaves every row False, and with `collect.ignore_done` (car, §1a) termination is ignored and
+the episode always runs `env.max_steps` steps, so done is all False.
+
+Determinism: slot k (file ep_k) tries attempt 0, 1, … with `SeedSequence([run.seed, k, attempt])`, spawned into
+an env seed and a policy generator; the first attempt with more than `collect.min_length` frames is kept
+(§1b: ≤ 100-frame Doom episodes are not saved). A slot's file therefore depends only on (run.seed, k) and the
+config, never on the number of workers or on which run of the command wrote it.
+
+Resume: files already in the target range that open are kept; a corrupt one is reported by name and rewritten;
+leftover `.tmp-*` files of a killed run are removed. Files are written atomically by the workers themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wm.config import Config
+from wm.data.episodes import EpisodeError, episode_index, episode_name, list_episodes, read_episode, write_episode
+from wm.errors import WMError
+from wm.rundir import RunDir
+
+MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
+QUICK_KEYS = ("done", "seed")  # what resume reads to accept an existing file (small arrays; the zip index is checked)
+
+
+def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.random.Generator]:
+    """(env seed, policy generator) of one attempt at one episode slot, from SeedSequence([run_seed, slot, attempt])."""
+    env_ss, policy_ss = np.random.SeedSequence([int(run_seed), int(slot), int(attempt)]).spawn(2)
+    env_seed = int(env_ss.generate_state(1, np.uint32)[0] >> 1)  # 31 bits: valid for every env's seed type
+    return env_seed, np.random.default_rng(policy_ss)
+
+
+def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
+    """One episode of `policy` in `env` (a wm.envs env); returns the episode arrays (see the module docstring)."""
+    from wm.envs import m_action
+
+    obs, _ = env.reset(seed=env_seed)
+    policy.reset()
+    frames, actions, rewards, dones = [], [], [], []
+    while True:
+        a = policy.act(obs)
+        frames.append(obs)
+        actions.append(a)
+        obs, r, terminated, truncated, _ = env.step(a)
+        if ignore_done:
+            terminated = False
+        rewards.append(r)
+        dones.append(terminated)
+        if terminated or truncated:
+            break
+    return {
+        "obs": np.stack(frames).astype(np.uint8),
+        "action": m_action(env_name, np.stack(actions)).astype(np.float32),
+        "reward": np.asarray(rewards, dtype=np.float32),
+        "done": np.asarray(dones, dtype=bool),
+        "seed": np.int64(env_seed),
+    }
+
+
+# ---------------------------------------------------------------- worker process
+
+_W: dict[str, Any] = {}
+
+
+def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
+    from wm.envs import action_dim, make_env
+
+    cfg = Config(cfg_dict)
+    _W.update(cfg=cfg, folder=Path(folder), env=make_env(cfg), adim=action_dim(cfg.env.name))
+
+
+def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.ndarray], int, int]:
+    """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts)."""
+    from wm.envs.policies import make_policy
+
+    steps = 0
+    for attempt in range(MAX_ATTEMPTS):
+        env_seed, rng = episode_seeds(cfg.run.seed, slot, attempt)
+        ep = rollout(env, make_policy(cfg, rng, adim), cfg.env.name, env_seed, bool(cfg.collect.ignore_done))
+        steps += len(ep["done"])
+        if len(ep["done"]) > int(cfg.collect.min_length):
+            return ep, attempt + 1, steps
+    raise WMError(f"episode slot {slot}: no episode longer than collect.min_length={cfg.collect.min_length} "
+                  f"in {MAX_ATTEMPTS} attempts")
+
+
+def _work(slot: int) -> tuple[int, int, int, int, float]:
+    t0 = time.perf_counter()
+    ep, attempts, steps = collect_slot(_W["cfg"], _W["env"], _W["adim"], slot)
+    write_episode(_W["folder"] / episode_name(slot), **ep)
+    return slot, len(ep["done"]), attempts, steps, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------- stage
+
+
+def existing(folder: Path, target: int, log=None) -> tuple[dict[int, int], list[int]]:
+    """({slot: length} of good files in range, slots to (re)do); bad files are reported by name."""
+    good: dict[int, int] = {}
+    for path in list_episodes(folder):
+        k = episode_index(path)
+        try:
+            n = len(read_episode(path, QUICK_KEYS)["done"])
+        except EpisodeError as e:
+            if log is not None:
+                log.warning("bad episode file %s (%s)%s", path.name, e, "; regenerating it" if k < target else "; skipped")
+            continue
+        if k < target:
+            good[k] = n
+    return good, [k for k in range(target) if k not in good]
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=int, default=None, help="override collect.workers for this invocation only")
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dict[str, float]:
+    """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures."""
+    from wm.envs import action_dim
+    from wm.envs.policies import POLICIES
+    from wm.metrics import make_logger
+
+    action_dim(cfg.env.name)
+    if cfg.collect.policy not in POLICIES:
+        raise WMError(f"unknown collect.policy {cfg.collect.policy!r} (expected one of {POLICIES})")
+    if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
+        raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
+    workers = int(getattr(args, "workers", None) or cfg.collect.workers)
+    if workers < 1:
+        raise WMError(f"collect.workers must be >= 1, got {workers}")
+    folder = run.stage_dir("collect")
+    folder.mkdir(parents=True, exist_ok=True)
+    for tmp in folder.glob(".tmp-ep_*"):  # torn writes of a killed run (never visible as episodes)
+        tmp.unlink(missing_ok=True)
+    target = int(cfg.collect.episodes)
+    with make_logger(run, "collect") as log:
+        good, todo = existing(folder, target, log)
+        frames = sum(good.values())
+        log.info("%s: %d/%d episodes on disk, %d to collect with %d workers (policy %s, preprocess %s)",
+                 cfg.env.name, len(good), target, len(todo), workers, cfg.collect.policy, cfg.env.preprocess)
+        steps = rejected = 0
+        t0 = time.perf_counter()
+        if todo:
+            ctx = mp.get_context("spawn")
+            with ctx.Pool(min(workers, len(todo)), initializer=_init_worker,
+                          initargs=(cfg.to_dict(), str(folder))) as pool:
+                for slot, n, attempts, spent, _ in pool.imap_unordered(_work, todo):
+                    good[slot] = n
+                    frames += n
+                    steps += spent
+                    rejected += attempts - 1
+                    sps = steps / max(time.perf_counter() - t0, 1e-9)
+                    log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
+                                            "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
+        elapsed = time.perf_counter() - t0
+        good, todo = existing(folder, target)
+        if todo:
+            raise WMError(f"collect: {len(todo)} episode files missing or unreadable after collection (first: "
+                          f"{episode_name(todo[0])})")
+        lengths = np.array([good[k] for k in range(target)]) if target else np.zeros(1)
+        info = {"collect/episodes": target, "collect/frames": int(lengths.sum()) if target else 0,
+                "collect/steps_per_s": steps / elapsed if steps else 0.0, "collect/rejected": rejected,
+                "collect/mean_length": float(lengths.mean()), "collect/workers": workers}
+        log.scalars(target, {k: info[k] for k in ("collect/episodes", "collect/frames", "collect/steps_per_s")})
+        log.info("done: %d episodes, %d frames, mean length %.1f", target, info["collect/frames"], info["collect/mean_length"])
+    run.mark_done("collect", info)
+    return info
