@@ -1,0 +1,167 @@
+"""The pool interface, the serial pool, the stop flag (no mpi4py here: see `mpi.pool_mpi`).
+
+Fault policy, shared by both pools (peers.md §4 D: the authors' workers died silently and hung the job):
+a task that raises is retried up to `retries` times (on any rank); after that it is given up and its slot in the
+result list holds a `TaskFailed` carrying the rank and error, which is also logged. The controller stage then
+ranks the task's members with the worst fitness of the generation (`CMAES.tell` treats NaN so), so a generation
+always completes. A task running longer than `timeout` (MPI only) is re-dispatched to another rank; whichever
+copy finishes first wins and the late one is discarded.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_should_stop: list[Callable[[], bool]] = [lambda: False]
+
+
+def should_stop() -> bool:
+    """True once this rank has been asked to stop (a signal, or the master's STOP message on a worker).
+
+    Long-running task functions (real-env rollouts) poll this between steps and raise `KeyboardInterrupt`.
+    """
+    return _should_stop[0]()
+
+
+def set_stop_check(fn: Callable[[], bool]) -> None:
+    """Install the check that `should_stop()` consults (the worker loop and `StopFlag` do this)."""
+    _should_stop[0] = fn
+
+
+@dataclass
+class TaskFailed:
+    """The result slot of a task given up after its retries: where and why it failed."""
+
+    index: int
+    rank: int
+    error: str
+    attempts: int
+
+
+class StopFlag:
+    """SIGINT/SIGTERM → a flag that pools and rollouts poll; a second signal raises KeyboardInterrupt at once.
+
+    Use as a context manager around the training loop; the previous handlers come back on exit. Only the main
+    thread can install handlers; elsewhere the flag is inert (tests that drive the stage in a thread).
+    """
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._old: dict[int, Any] = {}
+        self.signum: int | None = None
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def set(self, signum: int = signal.SIGTERM) -> None:
+        self.signum = signum
+        self._event.set()
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self._event.is_set():
+            raise KeyboardInterrupt
+        self.set(signum)
+
+    def __enter__(self) -> StopFlag:
+        if threading.current_thread() is threading.main_thread():
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self._old[s] = signal.signal(s, self._handler)
+        self._prev_check = _should_stop[0]
+        set_stop_check(self.is_set)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+        self._old.clear()
+        set_stop_check(self._prev_check)
+
+
+class Pool:
+    """Maps a picklable module-level function over payloads on the workers, in order, with retries.
+
+    The initializer (run once per worker) may return a callable; it is called when the worker stops (close envs).
+    """
+
+    size = 1  # number of evaluating processes
+
+    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
+        """`[fn(p) for p in payloads]` on the workers; a task given up is a `TaskFailed` in its slot.
+
+        Raises KeyboardInterrupt (after no further tasks are started) when the StopFlag is set.
+        """
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop the workers (they close their envs) and wait for them."""
+
+    def __enter__(self) -> Pool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def format_error(e: BaseException) -> str:
+    """`Type: message (file:line)` of the innermost frame: one log line that says where."""
+    tb = traceback.extract_tb(e.__traceback__)
+    where = f" ({tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno})" if tb else ""
+    return f"{type(e).__name__}: {e}{where}"
+
+
+class SerialPool(Pool):
+    """The same interface in this process: `mpirun`-free runs, laptops and tests (timeouts are not enforced)."""
+
+    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, retries: int = 2,
+                 log: Any = None, stop: StopFlag | None = None):
+        self.retries, self.log, self.stop = int(retries), log, stop
+        self._cleanup = initializer(*initargs) if initializer is not None else None
+
+    def close(self) -> None:
+        cleanup, self._cleanup = self._cleanup, None
+        if callable(cleanup):
+            cleanup()
+
+    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
+        """`[fn(p) for p in payloads]` here, with the retries of the MPI pool."""
+        out: list[Any] = []
+        for i, p in enumerate(payloads):
+            for attempt in range(1, self.retries + 2):
+                if self.stop is not None and self.stop.is_set():
+                    raise KeyboardInterrupt
+                try:
+                    out.append(fn(p))
+                    break
+                except KeyboardInterrupt:
+                    raise
+                except Exception as e:  # noqa: BLE001 — any task error is retried, then reported
+                    err = format_error(e)
+                    if attempt <= self.retries:
+                        _warn(self.log, "task %d raised on rank 0 (attempt %d/%d): %s; retrying", i, attempt,
+                              self.retries + 1, err)
+                        continue
+                    _error(self.log, "task %d failed on rank 0 after %d attempts: %s; its members get the worst fitness",
+                           i, attempt, err)
+                    out.append(TaskFailed(i, 0, err, attempt))
+        return out
+
+
+def _warn(log: Any, msg: str, *args: Any) -> None:
+    if log is not None:
+        log.warning(msg, *args)
+
+
+def _error(log: Any, msg: str, *args: Any) -> None:
+    if log is not None:
+        log.error(msg, *args)
+
+
+def sleep_poll(t: float) -> None:
+    """Sleep between MPI polls: MPICH's blocking calls busy-wait, which would steal a core from the workers."""
+    time.sleep(t)

@@ -1,0 +1,242 @@
+"""The MPI master (`MPIPool`, rank 0) and the worker loop (`serve`, ranks 1..N−1) over mpi4py.
+
+Protocol (pickled messages; one tag per direction, so MPI's non-overtaking rule keeps each pair in order):
+    master → worker (TAG_CTRL):   ("init", fn, args) | ("task", (seq, index), fn, payload) | ("stop",)
+    worker → master (TAG_RESULT): ("ready"|"initerr", msg) | ("ok"|"err", (seq, index), result|error) | ("bye", why)
+
+Unlike the authors' fixed one-solution-per-worker packets with blocking Send/Recv in rank order (§8), tasks are
+handed out one at a time to whichever rank is idle, so uneven episode lengths do not idle ranks, and the master
+never blocks on one rank: it polls with `Iprobe` and sleeps a millisecond between polls (MPICH's blocking calls
+busy-wait and would steal a core from a worker).
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mpi4py import MPI
+
+from mpi.pool import Pool, StopFlag, TaskFailed, format_error, set_stop_check, sleep_poll
+
+TAG_CTRL, TAG_RESULT = 11, 12
+POLL = 0.001  # seconds between polls
+_released = [False]  # STOP has been sent to every worker (by MPIPool.close or release_workers)
+
+
+class MPIPool(Pool):
+    """Rank 0's view of ranks 1..N−1: dynamic dispatch, retries, timeouts with re-dispatch, clean shutdown."""
+
+    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, timeout: float = 600.0,
+                 retries: int = 2, log: Any = None, stop: StopFlag | None = None, grace: float = 30.0):
+        self.comm = MPI.COMM_WORLD
+        self.timeout, self.retries, self.log, self.stop, self.grace = float(timeout), int(retries), log, stop, float(grace)
+        self.ranks = list(range(1, self.comm.Get_size()))
+        self.size = len(self.ranks)
+        self.live = set(self.ranks)
+        self.idle = set(self.ranks)
+        self.running: dict[int, tuple[int, int, float]] = {}  # rank -> (seq, index, start time)
+        self.suspect: set[int] = set()  # ranks whose task timed out (still busy with it)
+        self._seq = 0
+        self._closed = False
+        errors = []
+        for r in self.ranks:
+            self.comm.send(("init", initializer, initargs), dest=r, tag=TAG_CTRL)
+        waiting = set(self.ranks)
+        while waiting:
+            got = self._poll()
+            if got is None:
+                if self.stop is not None and self.stop.is_set():
+                    self.close()
+                    raise KeyboardInterrupt
+                sleep_poll(POLL)
+                continue
+            r, msg = got
+            waiting.discard(r)
+            if msg[0] == "initerr":
+                errors.append(f"rank {r}: {msg[1]}")
+        if errors:
+            self.close()
+            raise RuntimeError("worker initialisation failed: " + "; ".join(errors))
+        self._info("MPI pool: %d worker ranks ready", self.size)
+
+    # -- plumbing
+    def _poll(self) -> tuple[int, Any] | None:
+        st = MPI.Status()
+        if not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_RESULT, status=st):
+            return None
+        r = st.Get_source()
+        return r, self.comm.recv(source=r, tag=TAG_RESULT)
+
+    def _info(self, msg: str, *a: Any) -> None:
+        if self.log is not None:
+            self.log.info(msg, *a)
+
+    def _warn(self, msg: str, *a: Any) -> None:
+        if self.log is not None:
+            self.log.warning(msg, *a)
+
+    def _error(self, msg: str, *a: Any) -> None:
+        if self.log is not None:
+            self.log.error(msg, *a)
+
+    # -- the map
+    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
+        self._seq += 1
+        seq, n = self._seq, len(payloads)
+        results: list[Any] = [None] * n
+        done = [False] * n
+        attempts = [0] * n
+        pending = collections.deque(range(n))
+        remaining = n
+        while remaining:
+            if self.stop is not None and self.stop.is_set():
+                raise KeyboardInterrupt
+            for r in sorted(self.idle):  # hand the next task to every idle rank
+                while pending and done[pending[0]]:
+                    pending.popleft()
+                if not pending:
+                    break
+                i = pending.popleft()
+                self.comm.send(("task", (seq, i), fn, payloads[i]), dest=r, tag=TAG_CTRL)
+                self.idle.discard(r)
+                self.running[r] = (seq, i, time.monotonic())
+            got = self._poll()
+            if got is None:
+                self._check_timeouts(seq, done, pending)
+                if not self.live:
+                    raise RuntimeError("every worker rank has exited")
+                sleep_poll(POLL)
+                continue
+            r, msg = got
+            kind = msg[0]
+            if kind == "bye":  # the rank got a signal and left
+                self._warn("rank %d exited (%s)", r, msg[1])
+                self.live.discard(r)
+                self.idle.discard(r)
+                self.suspect.discard(r)
+                job = self.running.pop(r, None)
+                if job is not None and job[0] == seq and not done[job[1]] and not self._copies(seq, job[1]):
+                    pending.appendleft(job[1])
+                continue
+            self.running.pop(r, None)
+            self.suspect.discard(r)
+            if r in self.live:
+                self.idle.add(r)
+            (s, i), value = msg[1], msg[2]
+            if s != seq or done[i]:
+                continue  # a late copy of a task that finished elsewhere (or in an earlier map)
+            if kind == "ok":
+                results[i], done[i] = value, True
+                remaining -= 1
+                continue
+            attempts[i] += 1
+            if attempts[i] <= self.retries:
+                self._warn("task %d raised on rank %d (attempt %d/%d): %s; retrying", i, r, attempts[i], self.retries + 1, value)
+                if i not in pending and not self._copies(seq, i):
+                    pending.appendleft(i)
+            else:
+                self._error("task %d failed on rank %d after %d attempts: %s; its members get the worst fitness",
+                            i, r, attempts[i], value)
+                results[i], done[i] = TaskFailed(i, r, value, attempts[i]), True
+                remaining -= 1
+        return results
+
+    def _copies(self, seq: int, i: int) -> bool:
+        return any(s == seq and j == i for s, j, _ in self.running.values())
+
+    def _check_timeouts(self, seq: int, done: list[bool], pending: collections.deque) -> None:
+        now = time.monotonic()
+        for r, (s, i, t0) in list(self.running.items()):
+            if r in self.suspect or now - t0 <= self.timeout:
+                continue
+            self.suspect.add(r)  # it stays busy; its late result is discarded if another copy won
+            if s == seq and not done[i] and i not in pending:
+                self._warn("task %d on rank %d exceeded the %.0f s timeout; re-dispatched to another rank", i, r, self.timeout)
+                pending.appendleft(i)
+
+    # -- shutdown
+    def close(self) -> None:
+        """Send STOP to every rank and wait (up to `grace` s) for each goodbye; abort the job if one never comes."""
+        if self._closed:
+            return
+        self._closed = True
+        _released[0] = True
+        reqs = [self.comm.isend(("stop",), dest=r, tag=TAG_CTRL) for r in self.ranks]
+        waiting = set(self.live)
+        deadline = time.monotonic() + self.grace
+        while waiting and time.monotonic() < deadline:
+            got = self._poll()
+            if got is None:
+                sleep_poll(POLL)
+                continue
+            if got[1][0] == "bye":
+                waiting.discard(got[0])
+        if waiting:
+            self._error("ranks %s did not stop within %.0f s; aborting the MPI job", sorted(waiting), self.grace)
+            self.comm.Abort(3)
+        MPI.Request.Waitall(reqs)
+
+
+def release_workers(grace: float = 30.0) -> None:
+    """On rank 0: tell every worker to exit if no pool did (the stage refused to start, or was already DONE)."""
+    if _released[0] or MPI.COMM_WORLD.Get_size() < 2 or MPI.COMM_WORLD.Get_rank() != 0:
+        return
+    pool = MPIPool.__new__(MPIPool)
+    pool.comm, pool.log, pool.grace, pool._closed = MPI.COMM_WORLD, None, grace, False
+    pool.ranks = list(range(1, pool.comm.Get_size()))
+    pool.live = set(pool.ranks)
+    pool.close()
+
+
+def serve(comm: Any = None) -> int:
+    """Worker loop of ranks 1..N−1: run the initializer, then tasks, until STOP or a signal. Returns an exit code.
+
+    While a task runs, `mpi.should_stop()` is true once a signal arrived or any message from the master is
+    waiting (the master only writes to a busy rank to stop it), so rollouts can end between env steps.
+    """
+    comm = comm or MPI.COMM_WORLD
+    flag = StopFlag()
+    with flag:
+        set_stop_check(lambda: flag.is_set() or comm.Iprobe(source=0, tag=TAG_CTRL))
+        cleanup: Any = None
+        why = "stop"
+        try:
+            while True:
+                if flag.is_set():
+                    why = f"signal {flag.signum}"
+                    break
+                if not comm.Iprobe(source=0, tag=TAG_CTRL):
+                    sleep_poll(POLL)
+                    continue
+                msg = comm.recv(source=0, tag=TAG_CTRL)
+                if msg[0] == "stop":
+                    break
+                if msg[0] == "init":
+                    try:
+                        cleanup = msg[1](*msg[2]) if msg[1] is not None else None
+                        comm.send(("ready", None), dest=0, tag=TAG_RESULT)
+                    except Exception as e:  # noqa: BLE001 — reported to the master, which refuses to start
+                        comm.send(("initerr", format_error(e)), dest=0, tag=TAG_RESULT)
+                    continue
+                _, key, fn, payload = msg
+                try:
+                    comm.send(("ok", key, fn(payload)), dest=0, tag=TAG_RESULT)
+                except KeyboardInterrupt:
+                    why = "interrupted"
+                    break
+                except Exception as e:  # noqa: BLE001 — the master retries or gives the task up
+                    comm.send(("err", key, format_error(e)), dest=0, tag=TAG_RESULT)
+        finally:
+            if callable(cleanup):
+                cleanup()  # close envs (and ViZDoom's processes) before saying goodbye
+        comm.send(("bye", why), dest=0, tag=TAG_RESULT)
+        if why != "stop":  # wait (bounded) for the master's STOP so it is not left unmatched
+            deadline = time.monotonic() + 30.0
+            while time.monotonic() < deadline:
+                if comm.Iprobe(source=0, tag=TAG_CTRL) and comm.recv(source=0, tag=TAG_CTRL)[0] == "stop":
+                    break
+                sleep_poll(0.01)
+    return 0

@@ -1,0 +1,189 @@
+"""`python -m wm train-controller`: train C with CMA-ES, serially or as an MPI master/worker job (§7, §8).
+
+    python -m wm train-controller --run runs/doom                 # serial: this process evaluates
+    mpirun -n 9 python -m wm train-controller --run runs/doom     # rank 0 runs CMA-ES, ranks 1..8 evaluate
+
+Per generation: ask `es.popsize` members → `es.trials` episodes each with antithetic seeds → fitness = mean
+return → tell (with the weight decay of the correct sign, §10.5). Every `es.eval_every` generations (and at the
+last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes; the best of those evaluations is
+`controller/best.npz`. Every generation: `controller/mean.npz` and `controller/es_state.pkl` (pycma state, the
+generation, every RNG state, the byte offset of `metrics/controller.jsonl`), all written atomically. A rerun
+resumes from `es_state.pkl` and truncates history lines written after it, so 2 + (kill) + 2 generations give
+the same history as 4 in one go. `--force` starts afresh. SIGINT/SIGTERM: the master stops at once (the
+generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their envs) and
+exits; rerunning the command resumes.
+
+`es.fitness`: `dream` (M as the env, `wm.dream`), `real` (V + M + C in real envs, `wm.rollout`), or `toy`
+(a quadratic, for tests of this machinery without trained models).
+"""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+import time
+from typing import Any
+
+import numpy as np
+
+from wm.config import Config
+from wm.errors import WMError
+from wm.rundir import RunDir, atomic_savez, atomic_write_bytes
+
+VERB = "train-controller"
+STATE_VERSION = 1
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stop-after", type=int, default=0, metavar="N",
+                   help="stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations")
+
+
+def check_upstream(cfg: Config, run: RunDir) -> None:
+    """Refuse to start without the artifacts the fitness needs (no damage to anything on disk)."""
+    kind = cfg.es.fitness
+    if kind not in ("dream", "real", "toy"):
+        raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
+    if kind == "toy":
+        return
+    if not run.is_done("train-mdnrnn"):
+        raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
+    if kind == "dream" and not (run.stage_dir("encode") / "initial_z.npz").exists():
+        raise WMError(f"{run.stage_dir('encode')}/initial_z.npz missing: run encode first (the dream starts from it)")
+    if kind == "real" and not run.is_done("train-vae"):
+        raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real fitness encodes frames with V)")
+
+
+def eval_seeds(cfg: Config) -> np.ndarray:
+    """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
+    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(0, 2**31 - 1, int(cfg.es.eval_episodes), dtype=np.int64)
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
+    from mpi import launched_rank, release_workers
+
+    if launched_rank() > 0:
+        from mpi.worker import main as serve
+
+        serve()
+        return
+    try:
+        _train(cfg, run, args)
+    finally:
+        release_workers()
+
+
+def _truncate(path: Any, size: int) -> None:
+    if path.exists() and path.stat().st_size > size:
+        with open(path, "r+b") as f:
+            f.truncate(size)
+
+
+def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
+    try:
+        state = pickle.loads(path.read_bytes())
+    except Exception as e:  # noqa: BLE001 — any unpickling failure means the same thing to the user
+        raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
+    if state.get("version") != STATE_VERSION or state["n_params"] != n or state["popsize"] != popsize:
+        raise WMError(f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
+                      f"the config asks {n} × {popsize}; rerun with --force to start afresh")
+    return state
+
+
+def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    from mpi import StopFlag, make_pool
+    from wm.envs import action_dim
+    from wm.es.cmaes import CMAES
+    from wm.es.fitness import FitnessSpec, evaluate_task, gather, init_worker, make_tasks
+    from wm.metrics import make_logger
+    from wm.models.controller import Controller
+
+    check_upstream(cfg, run)
+    es_cfg = cfg.es
+    P, K, G = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations)
+    n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
+    out = run.stage_dir(VERB)
+    out.mkdir(parents=True, exist_ok=True)
+    state_path, metrics = out / "es_state.pkl", run.metrics_path(VERB)
+    if getattr(args, "force", False):
+        state_path.unlink(missing_ok=True)
+    if state_path.exists():
+        st = _load_state(state_path, n, P)
+        es = CMAES.from_state(st["es"])
+    else:
+        es = CMAES(n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic)
+        st = {"version": STATE_VERSION, "n_params": n, "popsize": P, "generation": 0, "elapsed": 0.0, "best_fitness": -np.inf,
+              "best_eval": -np.inf, "best_eval_gen": 0, "metrics_bytes": 0}
+    _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
+    spec = FitnessSpec(es_cfg.fitness, cfg.to_dict(), str(run.path), n)
+    seeds_eval = eval_seeds(cfg)
+    stop_after = int(getattr(args, "stop_after", 0) or 0)
+
+    def save(state: dict[str, Any]) -> None:
+        atomic_write_bytes(state_path, pickle.dumps(state))
+
+    with make_logger(run, VERB) as log, StopFlag() as stop:
+        gen0 = st["generation"]
+        log.info("%s CMA-ES: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s", "resuming" if gen0 else "starting",
+                 n, P, K, es_cfg.fitness, gen0, G, "" if gen0 else f" (σ₀ {es_cfg.sigma0})")
+        try:
+            pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
+        except RuntimeError as e:
+            raise WMError(str(e)) from None
+        log.info("%d evaluating process(es)", pool.size)
+        try:
+            while st["generation"] < G:
+                if stop_after and st["generation"] - gen0 >= stop_after:
+                    stop.set()
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                t0 = time.time()
+                params = es.ask()
+                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), int(es_cfg.chunk)))
+                returns, lengths, lost = gather(results, P, K)
+                fitness = returns.mean(axis=1)
+                es.tell(fitness)
+                gen = st["generation"] + 1
+                ok = np.isfinite(fitness)
+                st["best_fitness"] = max(st["best_fitness"], float(fitness[ok].max()))
+                rec = {"es/generation": gen, "es/mean": fitness[ok].mean(), "es/min": fitness[ok].min(),
+                       "es/max": fitness[ok].max(), "es/std": fitness[ok].std(), "es/best": st["best_fitness"],
+                       "es/sigma": es.sigma, "es/len_mean": lengths[ok].mean(), "es/len_max": lengths[ok].max(),
+                       "es/lost": lost}
+                episodes = P * K
+                mean = es.mean
+                if gen % int(es_cfg.eval_every) == 0 or gen == G:
+                    E = len(seeds_eval)
+                    rows = -(-E // K)
+                    padded = np.resize(seeds_eval, rows * K).reshape(rows, K)
+                    res = pool.map(evaluate_task, make_tasks(np.repeat(mean[None], rows, 0), padded, int(es_cfg.chunk)))
+                    ev = gather(res, rows, K)[0].reshape(-1)[:E]
+                    ev = ev[np.isfinite(ev)]
+                    episodes += E
+                    score = float(ev.mean())
+                    if score > st["best_eval"]:
+                        st["best_eval"], st["best_eval_gen"] = score, gen
+                        atomic_savez(out / "best.npz", params=mean, score=np.float64(score), generation=np.int64(gen))
+                    rec.update({"es/eval_mean": score, "es/eval_std": float(ev.std()), "es/eval_best": st["best_eval"]})
+                dt = time.time() - t0
+                st["elapsed"] += dt
+                rec.update({"es/elapsed": st["elapsed"], "es/evals_per_s": episodes / max(dt, 1e-9)})
+                log.scalars(gen, rec)
+                atomic_savez(out / "mean.npz", params=mean, generation=np.int64(gen))
+                st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
+                save(st)
+        except KeyboardInterrupt:
+            if "es" in st:
+                save(st)  # the last complete generation; the one in flight is dropped
+            log.info("stopped at generation %d; checkpoint %s written; rerun the same command to resume",
+                     st["generation"], state_path)
+            raise
+        finally:
+            pool.close()
+        if not (out / "best.npz").exists():
+            raise WMError("no evaluation of the mean was recorded")
+        log.info("done: %d generations, best eval %.2f at generation %d", st["generation"], st["best_eval"], st["best_eval_gen"])
+    last = {k: v for k, v in (rec if G > gen0 else {}).items() if k in ("es/mean",)}
+    run.mark_done(VERB, {"es/generation": st["generation"], "es/best": st["best_fitness"], "es/eval_best": st["best_eval"],
+                         "best_generation": st["best_eval_gen"], **last})
