@@ -94,6 +94,9 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     tf = tf_setup.setup(mixed_precision=v.mixed_precision)
     strategy = tf_setup.strategy()
+    import keras
+
+    keras.utils.set_random_seed(int(cfg.run.seed))  # the initial weights depend on the run seed only
     with strategy.scope():
         model = ConvVAE(v.z_dim)
         optimizer = make_optimizer(v.lr, v.adam_eps, v.mixed_precision)

@@ -1,0 +1,217 @@
+"""V (paper_settings.md §2): exact parameter counts, loss vs NumPy, learning sanity, checkpoints, resume, NaN guard."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from vae_data import make_run  # noqa: E402
+
+from wm.errors import WMError  # noqa: E402
+from wm.metrics import make_logger  # noqa: E402
+from wm.rundir import read_jsonl  # noqa: E402
+
+
+def _train(cfg, run, **kw):
+    from wm.stages.train_vae import train
+
+    with make_logger(run, "train-vae", console=False) as log:
+        return train(cfg, run, log, **kw)
+
+
+def _ckpt_arrays(path):
+    with np.load(path) as f:
+        return {k: f[k] for k in f.files if k != "state"}, json.loads(str(f["state"]))
+
+
+@pytest.mark.parametrize("z, total", [(32, 4_348_547), (64, 4_446_915)])
+def test_param_counts_match_paper(z, total):
+    from wm.models.vae import ConvVAE
+
+    m = ConvVAE(z)
+    assert m.count_params() == total
+    assert [tuple(w.shape) for w in m.encoder.weights][-2:] == [(4, 4, 128, 256), (256,)]
+    x = np.zeros((2, 64, 64, 3), np.uint8)
+    mu, logvar = m.encode(x)
+    assert mu.shape == (2, z) and logvar.shape == (2, z)
+    y = m.decode(mu).numpy()
+    assert y.shape == (2, 64, 64, 3) and y.dtype == np.float32 and 0.0 <= y.min() and y.max() <= 1.0
+
+
+def _np_loss(x, x_hat, mu, logvar, tol):
+    r = ((x - x_hat) ** 2).reshape(len(x), -1).sum(axis=1)
+    kl = np.array([-0.5 * sum(1 + lv - m * m - math.exp(lv) for m, lv in zip(mr, lr, strict=False)) for mr, lr in zip(mu, logvar, strict=False)])
+    kl = np.maximum(kl, tol * mu.shape[1])
+    return r.mean() + kl.mean(), r.mean(), kl.mean()
+
+
+def test_loss_matches_numpy():
+    from wm.models.vae import ConvVAE, vae_loss
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, (5, 64, 64, 3)).astype(np.float32)
+    x_hat = rng.uniform(0, 1, (5, 64, 64, 3)).astype(np.float32)
+    mu = rng.normal(0, 1, (5, 8)).astype(np.float32)
+    logvar = rng.normal(0, 1, (5, 8)).astype(np.float32)
+    mu[:2] *= 0.05  # the first two images sit below the KL floor (4 nats), the others above it
+    logvar[:2] *= 0.05
+    mu[2:] *= 2.0
+    want = _np_loss(x.astype(np.float64), x_hat, mu, logvar, 0.5)
+    kl_raw = -0.5 * (1 + logvar - mu**2 - np.exp(logvar)).sum(1)
+    assert (kl_raw[:2] < 4).all() and (kl_raw[2:] > 4).all()
+    got = [float(t) for t in vae_loss(x, x_hat, mu, logvar, 0.5)]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+    # The model's loss: uint8 input is /255, z = mu + exp(logvar / 2) * eps feeds the decoder.
+    m = ConvVAE(8)
+    xu = rng.integers(0, 256, (3, 64, 64, 3)).astype(np.uint8)
+    eps = rng.normal(0, 1, (3, 8)).astype(np.float32)
+    mu_m, lv_m = (t.numpy() for t in m.encode(xu))
+    dec = m.decode(mu_m + np.exp(lv_m / 2) * eps).numpy()
+    want = _np_loss(xu / 255.0, dec, mu_m, lv_m, 0.5)
+    np.testing.assert_allclose([float(t) for t in m.loss_terms(xu, eps, 0.5)], want, rtol=1e-5)
+
+
+def test_optimizer_is_the_authors():
+    from wm.models.vae import make_optimizer
+
+    opt = make_optimizer()
+    assert float(opt.learning_rate) == pytest.approx(1e-4) and opt.epsilon == 1e-8
+
+
+def test_load_vae_rejects_wrong_z_and_bad_files(tmp_path):
+    from wm.models.vae import ConvVAE, load_vae
+    from wm.training import save_weights
+
+    path = tmp_path / "vae.weights.h5"
+    m = ConvVAE(32)
+    save_weights(m, path)
+    back = load_vae(path, 32)
+    np.testing.assert_array_equal(back.weights[0].numpy(), m.weights[0].numpy())
+    with pytest.raises(WMError, match=r"vae\.weights\.h5.*z_dim=64.*\[32\]"):
+        load_vae(path, 64)
+    bad = tmp_path / "bad.weights.h5"
+    bad.write_bytes(b"not an hdf5 file")
+    with pytest.raises(WMError, match="bad.weights.h5.*unreadable"):
+        load_vae(bad, 32)
+    with pytest.raises(WMError, match="not found"):
+        load_vae(tmp_path / "missing.weights.h5", 32)
+
+
+def test_checkpoint_round_trip_and_mismatch(tmp_path):
+    from wm.models.vae import ConvVAE, make_optimizer
+    from wm.training import Checkpoint, EarlyStopping, check_finite
+
+    m, opt = ConvVAE(32), make_optimizer()
+    ck = Checkpoint(tmp_path / "ck.npz", m, opt)
+    ck.save({"step": 7, "early": EarlyStopping(2, 3.5, 1).state_dict()})
+    m2, opt2 = ConvVAE(32), make_optimizer()
+    state = Checkpoint(tmp_path / "ck.npz", m2, opt2).restore()
+    assert state["step"] == 7 and EarlyStopping.from_state(state["early"], 2) == EarlyStopping(2, 3.5, 1)
+    np.testing.assert_array_equal(m2.weights[-1].numpy(), m.weights[-1].numpy())
+    with pytest.raises(WMError, match="ck.npz does not fit"):
+        Checkpoint(tmp_path / "ck.npz", ConvVAE(64), make_optimizer()).restore()
+    with pytest.raises(WMError, match="non-finite loss .* at step 9; last good checkpoint kept at .*ck.npz"):
+        check_finite(float("nan"), 9, ck)
+    m.weights[0].assign(np.full(m.weights[0].shape, np.inf, np.float32))
+    before = (tmp_path / "ck.npz").read_bytes()
+    with pytest.raises(WMError, match="non-finite weights"):
+        ck.save({"step": 8})
+    assert (tmp_path / "ck.npz").read_bytes() == before
+
+
+def test_early_stopping():
+    from wm.training import EarlyStopping
+
+    es = EarlyStopping(patience=2)
+    assert es.update(5.0) == (True, False)
+    assert es.update(6.0) == (False, False)
+    assert es.update(4.0) == (True, False)
+    assert es.update(4.0) == (False, False) and es.update(4.5) == (False, True)
+
+
+RESUME_SETS = ["vae.batch_size=10", "vae.epochs=2", "vae.checkpoint_every=4", "vae.shuffle_buffer=50",
+               "vae.val_fraction=0.25", "vae.lr=1e-3"]
+
+
+@pytest.mark.slow  # ~45 s on 2 shared cores: five short trainings
+def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
+    """Kill at step 7 (last checkpoint at step 4, mid-epoch 1 of 2), rerun: same weights and loss curve as no kill.
+
+    Control: the same resume with the data position dropped (state batch reset to 0) must NOT match, so the
+    tolerance really detects a wrong data position.
+    """
+    a_cfg, a_run = make_run(tmp_path / "a", episodes=4, t=30, sets=RESUME_SETS)
+    info = _train(a_cfg, a_run)
+    assert info["steps"] == 18  # 3 train episodes × 30 frames / 10 = 9 steps per epoch
+
+    b_cfg, b_run = make_run(tmp_path / "b", episodes=4, t=30, sets=RESUME_SETS)
+    with pytest.raises(KeyboardInterrupt):
+        _train(b_cfg, b_run, stop_at_step=7)
+    ck = b_run.stage_dir("train-vae") / "checkpoint.npz"
+    assert _ckpt_arrays(ck)[1]["step"] == 4 and not b_run.is_done("train-vae")
+    _train(b_cfg, b_run)
+
+    wa, sa = _ckpt_arrays(a_run.stage_dir("train-vae") / "checkpoint.npz")
+    wb, sb = _ckpt_arrays(ck)
+    assert sa["step"] == sb["step"] == 18
+    for k in wa:
+        np.testing.assert_allclose(wb[k], wa[k], rtol=1e-4, atol=1e-6, err_msg=k)
+    curve = [[r["vae/loss"], r["vae/val_loss"]] for r in read_jsonl(a_run.metrics_path("train-vae")) if "vae/epoch" in r]
+    curve_b = [[r["vae/loss"], r["vae/val_loss"]] for r in read_jsonl(b_run.metrics_path("train-vae")) if "vae/epoch" in r]
+    np.testing.assert_allclose(curve_b, curve, rtol=1e-4)
+
+    # Control: forget the data position; the run must then differ beyond the tolerance used above.
+    c_cfg, c_run = make_run(tmp_path / "c", episodes=4, t=30, sets=RESUME_SETS)
+    with pytest.raises(KeyboardInterrupt):
+        _train(c_cfg, c_run, stop_at_step=7)
+    ck_c = c_run.stage_dir("train-vae") / "checkpoint.npz"
+    with np.load(ck_c) as f:
+        arrays = {k: f[k] for k in f.files}
+    state = json.loads(str(arrays["state"]))
+    state["batch"] = 0
+    arrays["state"] = np.array(json.dumps(state))
+    np.savez(ck_c, **arrays)
+    _train(c_cfg, c_run)
+    wc, _ = _ckpt_arrays(ck_c)
+    assert any(not np.allclose(wc[k], wa[k], rtol=1e-4, atol=1e-6) for k in wa)
+
+
+def test_nan_guard_keeps_last_good_checkpoint(tmp_path):
+    cfg, run = make_run(tmp_path, episodes=3, t=30, sets=["vae.batch_size=10", "vae.epochs=50", "vae.checkpoint_every=1",
+                                                        "vae.lr=1e30", "vae.shuffle_buffer=30", "vae.val_fraction=0"])
+    with pytest.raises(WMError, match=r"non-finite (loss|weights).* at step \d+; last good checkpoint kept at .*checkpoint\.npz"):
+        _train(cfg, run)
+    w, state = _ckpt_arrays(run.stage_dir("train-vae") / "checkpoint.npz")
+    assert state["step"] >= 1 and all(np.isfinite(a).all() for a in w.values())
+    assert not run.is_done("train-vae")
+
+
+def test_refuses_without_collect(tmp_path):
+    cfg, run = make_run(tmp_path, episodes=1, t=10, done=False)
+    with pytest.raises(WMError, match="collect"):
+        _train(cfg, run)
+
+
+@pytest.mark.slow
+def test_learns_coloured_squares(tmp_path):
+    """10 short epochs on 300 frames: the validation reconstruction error beats the mean-image predictor."""
+    from wm.data.episodes import list_episodes, read_episode
+
+    cfg, run = make_run(tmp_path, episodes=8, t=50, sets=["vae.batch_size=20", "vae.epochs=10", "vae.lr=1e-3",
+                                                          "vae.shuffle_buffer=400", "vae.val_fraction=0.25"])
+    info = _train(cfg, run)
+    recs = [r for r in read_jsonl(run.metrics_path("train-vae")) if "vae/epoch" in r]
+    assert [r["vae/epoch"] for r in recs] == list(range(1, 11))
+    frames = np.concatenate([read_episode(p, ("obs",))["obs"] for p in list_episodes(run.stage_dir("collect"))]) / 255.0
+    baseline = ((frames - frames.mean(0)) ** 2).sum(axis=(1, 2, 3)).mean()  # SSE of the mean-image predictor
+    assert recs[0]["vae/recon"] > 2 * baseline
+    assert recs[-1]["vae/val_recon"] < 0.8 * baseline, (recs[-1], baseline)
+    assert info["best_val_loss"] == min(r["vae/val_loss"] for r in recs)
+    for name in ("vae.weights.h5", "reconstructions.png", "recon_epoch_010.png", "DONE"):
+        assert (run.stage_dir("train-vae") / name).exists()
