@@ -43,7 +43,7 @@ class FitnessSpec:
 
 
 class ToyEvaluator:
-    """A noisy quadratic: return = 100 − 100·mean((θ − θ*)²) + seed noise; length = 10 + seed mod 50.
+    """A noisy quadratic: return = 100 − 100·mean((θ − θ*)²) + 0.1·N(0, 1) seeded; length = 10 + seed mod 50.
 
     Deterministic given (params, seed), like the real evaluators, so resume equivalence can be tested.
     """
@@ -54,7 +54,7 @@ class ToyEvaluator:
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         params, seeds = np.asarray(params, np.float64), np.asarray(seeds, np.int64)
         base = 100.0 - 100.0 * np.mean((params - self.target) ** 2, axis=1)
-        noise = np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
+        noise = 0.1 * np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
         return base[:, None] + noise, (10 + seeds % 50).astype(np.int64)
 
     def close(self) -> None:

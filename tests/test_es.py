@@ -1,0 +1,142 @@
+"""CMA-ES wrapper (learning, weight-decay sign, antithetic seeds, exact resume) and the train-controller stage
+run serially with the toy fitness (resume equivalence, retries of a failing task, refusal without upstream)."""
+
+from __future__ import annotations
+
+import argparse
+import pickle
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.errors import WMError
+from wm.es.cmaes import CMAES, episode_seeds, member_seeds, penalized_fitness
+from wm.rundir import RunDir, read_jsonl
+
+TIMING = {"es/elapsed", "es/evals_per_s", "time"}
+
+
+def test_cmaes_learns_a_10d_quadratic():
+    target = np.linspace(-1.0, 1.0, 10)
+    es = CMAES(10, popsize=16, sigma0=0.5, weight_decay=0.0, seed=3)
+    for _ in range(80):
+        x = es.ask()
+        es.tell(-np.sum((x - target) ** 2, axis=1))
+    assert np.sum((es.mean - target) ** 2) < 1e-3
+
+
+def test_weight_decay_penalises_mean_square():
+    rng = np.random.default_rng(0)
+    params, returns = rng.normal(size=(6, 5)), rng.normal(size=6)
+    np.testing.assert_allclose(penalized_fitness(returns, params, 0.01), returns - 0.01 * (params**2).sum(1) / 5)
+    # With no reward at all only the decay acts: the mean must shrink towards 0 (the authors' sign grows it, §10.5).
+    es = CMAES(8, popsize=16, sigma0=0.1, weight_decay=0.01, seed=1, x0=np.ones(8))
+    for _ in range(30):
+        es.ask()
+        es.tell(np.zeros(16))
+    assert np.linalg.norm(es.mean) < 0.9 * np.linalg.norm(np.ones(8))
+
+
+def test_antithetic_seed_layout():
+    s = member_seeds(np.random.default_rng(5), 8, antithetic=True)
+    assert np.array_equal(s[:4], s[4:]) and len(set(s[:4].tolist())) == 4
+    es = CMAES(3, popsize=8, seed=2)
+    es.ask()
+    ep = es.seeds(5)
+    assert ep.shape == (8, 5) and ep.dtype == np.int64
+    assert np.array_equal(ep[:4], ep[4:]) and len(set(ep[:4].ravel().tolist())) == 20
+    assert np.array_equal(episode_seeds(s[:1], 5), episode_seeds(s[:1], 5))
+    plain = member_seeds(np.random.default_rng(5), 8, antithetic=False)
+    assert len(set(plain.tolist())) == 8
+
+
+def test_state_round_trip_continues_identically():
+    es = CMAES(6, popsize=8, sigma0=0.3, seed=7)
+    for _ in range(3):
+        x = es.ask()
+        es.tell(-np.sum(x**2, 1))
+    twin = CMAES.from_state(pickle.loads(pickle.dumps(es.state_dict())))
+    np.random.seed(123)  # a stray user of the global RNG must not matter
+    for _ in range(3):
+        a, b = es.ask(), twin.ask()
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(es.seeds(2), twin.seeds(2))
+        es.tell(-np.sum(a**2, 1))
+        twin.tell(-np.sum(b**2, 1))
+
+
+def test_nan_member_gets_the_worst_fitness():
+    es = CMAES(4, popsize=8, seed=0)
+    es.ask()
+    told = es.tell(np.array([1.0, np.nan, 3.0, 0.5, 2.0, 2.0, 2.0, 2.0]))
+    assert told[1] == told.min() == told[3]
+
+
+# ---------------------------------------------------------------- the stage, serially, toy fitness
+
+
+def toy_cfg(**sets: object) -> C.Config:
+    base = {"es.fitness": "toy", "es.generations": 4, "es.eval_every": 2}
+    base.update(sets)
+    return C.load(["doom_takecover", "tiny"], [f"{k}={v}" for k, v in base.items()])
+
+
+def stage(cfg: C.Config, path, **kw: object) -> RunDir:
+    from wm.stages import train_controller
+
+    run = RunDir(path)
+    cfg = run.bind_config(cfg, "train-controller")
+    train_controller.run(cfg, run, argparse.Namespace(**{"force": False, "stop_after": 0, **kw}))
+    return run
+
+
+def history(run: RunDir) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_jsonl(run.metrics_path("train-controller"))]
+
+
+def test_resume_equivalence(tmp_path):
+    straight = stage(toy_cfg(), tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        stage(toy_cfg(), tmp_path / "b", stop_after=2)
+    b = RunDir(tmp_path / "b")
+    assert not b.is_done("train-controller") and len(history(b)) == 2
+    # a torn/extra line after the checkpoint (a crash mid-generation) must be dropped on resume
+    with open(b.metrics_path("train-controller"), "a") as f:
+        f.write('{"step": 3, "es/generation": 3, "es/mean": 0.0}\n')
+    stage(toy_cfg(), tmp_path / "b")
+    assert history(b) == history(straight) and [r["es/generation"] for r in history(b)] == [1, 2, 3, 4]
+    assert b.is_done("train-controller")
+    with np.load(b.path / "controller" / "best.npz") as f, np.load(straight.path / "controller" / "best.npz") as g:
+        np.testing.assert_array_equal(f["params"], g["params"])
+        assert f["params"].shape == (192,) and int(f["generation"]) in (2, 4)
+        assert float(f["score"]) == max(r["es/eval_best"] for r in history(b) if "es/eval_best" in r)
+    keys = set(read_jsonl(b.metrics_path("train-controller"))[-1])
+    assert {"es/generation", "es/elapsed", "es/mean", "es/min", "es/max", "es/std", "es/best", "es/sigma", "es/len_mean",
+            "es/len_max", "es/evals_per_s", "es/eval_mean", "es/eval_std", "es/eval_best"} <= keys
+
+
+def test_toy_stage_improves(tmp_path):
+    run = stage(toy_cfg(**{"es.generations": 30, "es.sigma0": 0.05, "es.eval_every": 30}), tmp_path / "r")
+    h = history(run)
+    assert h[-1]["es/mean"] > h[0]["es/mean"] + 1.0
+
+
+def test_failing_task_is_retried_and_logged(tmp_path, monkeypatch):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "raise-3").write_text("")
+    monkeypatch.setenv("WM_TOY_FAULTS", str(faults))
+    run = stage(toy_cfg(**{"es.generations": 2}), tmp_path / "r")
+    clean = stage(toy_cfg(**{"es.generations": 2}), tmp_path / "clean")
+    assert not (faults / "raise-3").exists()
+    log = run.log_path("train-controller").read_text()
+    assert "raised on rank 0 (attempt 1/3): RuntimeError: injected fault for member 3" in log
+    assert history(run) == history(clean)
+
+
+def test_refuses_without_upstream(tmp_path):
+    run = RunDir(tmp_path / "r")
+    with pytest.raises(WMError, match="train-mdnrnn"):
+        stage(toy_cfg(**{"es.fitness": "dream"}), run.path)
+    assert not (run.path / "controller" / "es_state.pkl").exists()
