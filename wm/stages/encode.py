@@ -1,0 +1,134 @@
+"""`encode`: run V over every episode and write the series M trains on (paper_settings.md §3).
+
+`series/ep_NNNNNN.npz` holds μ and logvar (float16, as the authors' `series.py`), plus the episode's action,
+reward and done; `series/initial_z.npz` holds float32 μ and logvar of frame 0 of the first `encode.initial_z`
+episodes in sorted order (the dream's start states, §3, §5). Each episode is written atomically, so a rerun
+skips every valid existing output and continues; a bad episode file is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from wm.config import Config
+from wm.data.episodes import (
+    SERIES_KEYS,
+    EpisodeError,
+    episode_index,
+    episode_name,
+    list_episodes,
+    read_episode,
+    write_episode,
+)
+from wm.errors import WMError
+from wm.metrics import make_logger
+from wm.rundir import RunDir, atomic_savez
+
+INITIAL_Z = "initial_z.npz"
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def _series_ok(path: Path, z_dim: int) -> bool:
+    """An existing output is kept when it loads, has every key and μ of width z_dim."""
+    if not path.exists():
+        return False
+    try:
+        d = read_episode(path, SERIES_KEYS)
+    except EpisodeError:
+        return False
+    return d["mu"].ndim == 2 and d["mu"].shape[1] == z_dim and d["logvar"].shape == d["mu"].shape
+
+
+def _encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    mus, lvs = [], []
+    for i in range(0, len(obs), batch_size):
+        mu, lv = encoder(obs[i : i + batch_size])
+        mus.append(mu.numpy())
+        lvs.append(lv.numpy())
+    return np.concatenate(mus), np.concatenate(lvs)
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
+    from wm import tf_setup
+    from wm.models.vae import load_vae, make_encoder
+    from wm.stages.train_vae import WEIGHTS
+
+    z_dim, bs = int(cfg.vae.z_dim), int(cfg.encode.batch_size)
+    vae_dir, out = run.stage_dir("train-vae"), run.stage_dir("encode")
+    if not run.is_done("train-vae"):
+        raise WMError(f"no finished V in {vae_dir} (run `train-vae` first)")
+    done_info = _read_json(vae_dir / "DONE")
+    if done_info.get("z_dim") not in (None, z_dim):
+        raise WMError(f"V in {vae_dir} was trained with z_dim={done_info['z_dim']} but vae.z_dim is {z_dim}")
+    episodes = list_episodes(run.stage_dir("collect"))
+    if not episodes:
+        raise WMError(f"no episode files in {run.stage_dir('collect')}")
+    out.mkdir(parents=True, exist_ok=True)
+
+    with make_logger(run, "encode") as log:
+        tf_setup.setup()
+        model = load_vae(vae_dir / WEIGHTS, z_dim)  # WMError naming the file when the z size does not fit
+        encoder = make_encoder(model)
+        n_init = int(cfg.encode.initial_z)
+        initial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        good: list[Path] = []
+        bad, skipped, written, frames = 0, 0, 0, 0
+        t0, last = time.perf_counter(), 0.0
+        for path in episodes:
+            target = out / episode_name(episode_index(path))
+            need_initial = len(good) < n_init
+            if _series_ok(target, z_dim) and not need_initial:
+                good.append(path)
+                skipped += 1
+                continue
+            try:
+                ep = read_episode(path)
+            except EpisodeError as e:
+                log.warning("skipping bad episode file: %s", e)
+                bad += 1
+                continue
+            if _series_ok(target, z_dim):  # already encoded: only frame 0 is needed for initial_z
+                mu, lv = (a.numpy() for a in encoder(ep["obs"][:1]))
+                skipped += 1
+            else:
+                mu, lv = _encode_frames(encoder, ep["obs"], bs)
+                write_episode(target, mu=mu.astype(np.float16), logvar=lv.astype(np.float16),
+                              action=ep["action"], reward=ep["reward"], done=ep["done"])
+                written += 1
+                frames += len(mu)
+            if need_initial:
+                initial[len(good)] = (mu[0].astype(np.float32), lv[0].astype(np.float32))
+            good.append(path)
+            now = time.perf_counter()
+            if now - last >= 2.0 or path == episodes[-1]:
+                last = now
+                log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": frames / max(now - t0, 1e-9)},
+                            console=15.0)
+        if not good:
+            raise WMError(f"no readable episode files in {run.stage_dir('collect')}")
+        k = sorted(initial)[:n_init]
+        atomic_savez(out / INITIAL_Z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
+        fps = frames / max(time.perf_counter() - t0, 1e-9)
+        log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": fps, "encode/bad_files": bad})
+        info = {"episodes": len(good), "written": written, "kept": skipped, "bad_files": bad, "z_dim": z_dim,
+                "initial_z": len(k), "frames_per_s": round(fps, 1)}
+        run.mark_done("encode", info)
+        log.info("encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d", len(good), written,
+                 skipped, bad, len(k))
+
+
+def _read_json(path: Path) -> dict:
+    import json
+
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
