@@ -1,0 +1,312 @@
+"""The terminal UI against a fixture run directory and a fake stage command (App.run_test + Pilot).
+
+pytest-asyncio/anyio are not installed, so each test drives its coroutine with `asyncio.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tui.app import WMApp
+from tui.model import MetricsTail, Series
+from tui.process import build_command
+from tui.screens.dialogs import QuitScreen
+from tui.screens.launch import LaunchScreen
+from tui.screens.run import RunScreen
+from tui.widgets.plot import LinePlot, braille
+from wm import config as C
+from wm.rundir import RunDir
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FAKE = [sys.executable, str(FIXTURES / "fake_stage.py")]
+SIZE = (80, 24)
+
+
+def make_run(tmp_path: Path) -> RunDir:
+    """collect done (3 episodes), train-vae resumable (a checkpoint and 2 metrics records), the rest not started."""
+    run = RunDir(tmp_path / "runs" / "demo")
+    run.path.mkdir(parents=True)
+    run.config_path.write_text(C.load(["doom_takecover", "tiny"]).to_yaml())
+    eps = run.stage_dir("collect")
+    eps.mkdir()
+    for i in range(3):
+        (eps / f"ep_{i:05d}.npz").write_bytes(b"")
+    run.mark_done("collect", {"episodes": 3})
+    run.log_path("collect").parent.mkdir()
+    run.log_path("collect").write_text("2025-01-01 00:00:00 INFO collected episode 0\n2025-01-01 00:00:01 INFO collect finished\n")
+    run.stage_dir("train-vae").mkdir()
+    (run.stage_dir("train-vae") / "ckpt.weights.h5").write_bytes(b"x")
+    run.metrics_path("train-vae").parent.mkdir()
+    with open(run.metrics_path("train-vae"), "w") as f:
+        for step, loss in ((10, 50.0), (20, 40.0)):
+            f.write(json.dumps({"step": step, "time": 0.0, "vae/loss": loss, "vae/frames_per_s": 300.0}) + "\n")
+    return run
+
+
+def app_for(run: RunDir, **kw) -> WMApp:
+    env = dict(os.environ, FAKE_LINES=kw.pop("lines", "5"), FAKE_DELAY=kw.pop("delay", "0.05"), **kw.pop("env", {}))
+    return WMApp(run.path, python=FAKE, poll_interval=0.1, env=env, **kw)
+
+
+def screen(app: WMApp) -> RunScreen:
+    assert isinstance(app.screen, RunScreen), app.screen
+    return app.screen
+
+
+def cells(app: WMApp, verb: str) -> list[str]:
+    return [str(c) for c in screen(app).query_one("#stages").get_row(verb)]
+
+
+async def wait_until(pilot, cond, timeout: float = 10.0) -> None:
+    """Pause the app until `cond()` holds (polling; no wall-clock assertion, just a generous cap)."""
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached")
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie child of ours counts as gone once reaped; check /proc state
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+
+def test_stage_statuses_and_key_figures(tmp_path):
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            assert cells(app, "collect")[1:3] == ["collect", "done"]
+            assert "episodes 3" in cells(app, "collect")[3]
+            assert cells(app, "train-vae")[2] == "resumable"
+            assert "loss 40" in cells(app, "train-vae")[3]
+            assert [cells(app, v)[2] for v in ("encode", "train-mdnrnn", "train-controller", "evaluate")] == ["not started"] * 4
+            # a live LOCK makes a stage "running" on the next poll
+            lock = run.stage_dir("encode") / "LOCK"
+            lock.parent.mkdir()
+            lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+            await wait_until(pilot, lambda: cells(app, "encode")[2] == "running")
+            # earlier stage's log file is viewable
+            await pilot.press("g")
+            await wait_until(pilot, lambda: "collect finished" in "\n".join(screen(app).query_one("#file-log").lines))
+
+    asyncio.run(main())
+
+
+def test_launch_streams_output_and_finishes(tmp_path):
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "down")  # encode
+            await wait_until(pilot, lambda: screen(app).verb == "encode")
+            await pilot.press("l")
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            app.screen.query_one("#sets").value = "encode.initial_z=5"
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            proc = app.process(run.path, "encode")
+            assert proc is not None
+            assert proc.argv == [*FAKE, "-m", "wm", "encode", "--run", str(run.path), "--set", "encode.initial_z=5"]
+            log = screen(app).query_one("#output-log")
+            await wait_until(pilot, lambda: "fake done" in log.lines)
+            assert [ln for ln in log.lines if ln.startswith("fake encode line")] == [f"fake encode line {i}" for i in range(5)]
+            assert await proc.wait(10) == 0
+            await wait_until(pilot, lambda: cells(app, "encode")[2] == "resumable")  # started, no DONE
+            assert (run.path / "logs" / "encode.console").read_text().count("fake encode line") == 5
+
+    asyncio.run(main())
+
+
+def test_stop_kills_process_group(tmp_path):
+    run = make_run(tmp_path)
+    child_file = tmp_path / "child.pid"
+
+    async def main():
+        app = app_for(run, lines="100000", delay="0.05", env={"FAKE_CHILD": str(child_file)})
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "down", "l")  # encode
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "encode") is not None)
+            proc = app.process(run.path, "encode")
+            log = screen(app).query_one("#output-log")
+            await wait_until(pilot, lambda: "fake encode line 2" in log.lines and child_file.exists())
+            await wait_until(pilot, lambda: cells(app, "encode")[2] == "running" and cells(app, "encode")[0] == "▶")
+            child = int(child_file.read_text())
+            await pilot.press("s")
+            assert await proc.wait(10) == 143
+            await wait_until(pilot, lambda: "checkpoint saved" in log.lines)
+            assert gone(proc.pid)
+            await wait_until(pilot, lambda: gone(child), timeout=5)  # the grandchild got SIGTERM too
+            await wait_until(pilot, lambda: cells(app, "encode")[2].startswith("resumable"))  # started, not done
+
+    asyncio.run(main())
+
+
+def test_metrics_plot_and_table_follow_the_jsonl(tmp_path):
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "m")
+            await wait_until(pilot, lambda: screen(app).verb == "train-vae")
+            plot = screen(app).query_one("#plot", LinePlot)
+            await wait_until(pilot, lambda: dict(plot.series).get("loss") == [(10.0, 50.0), (20.0, 40.0)])
+            with open(run.metrics_path("train-vae"), "a") as f:
+                f.write(json.dumps({"step": 30, "time": 0.0, "vae/loss": 35.5, "vae/frames_per_s": 310.0}) + "\n")
+                f.write('{"step": 40, "vae/lo')  # torn line: waits for its end
+            await wait_until(pilot, lambda: len(dict(plot.series)["loss"]) == 3)
+            assert dict(plot.series)["loss"][-1] == (30.0, 35.5)
+            latest = screen(app).query_one("#latest")
+            rows = {str(latest.get_row_at(i)[0]): str(latest.get_row_at(i)[1]) for i in range(latest.row_count)}
+            assert rows["loss"] == "35.5" and rows["frames_per_s"] == "310" and rows["step"] == "30"
+            with open(run.metrics_path("train-vae"), "a") as f:
+                f.write('ss": 30.25}\n')
+            await wait_until(pilot, lambda: dict(plot.series)["loss"][-1] == (40.0, 30.25))
+            assert screen(app).query_one("#rate").data == [300.0, 300.0, 310.0]
+            rendered = "".join(str(seg.text) for seg in plot.render_lines(plot.region.reset_offset)[0])
+            assert "loss 30.25" in rendered  # the legend shows the latest value
+
+    asyncio.run(main())
+
+
+def test_mpi_ranks_build_the_mpirun_command(tmp_path):
+    run = make_run(tmp_path)
+    fake_mpirun = str(FIXTURES / "fake_mpirun.py")
+
+    async def main():
+        app = app_for(run, mpirun=fake_mpirun)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "down", "down", "down")
+            await wait_until(pilot, lambda: screen(app).verb == "train-controller")
+            await pilot.press("l")
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            form = app.screen
+            form.query_one("#ranks").value = "3"
+            form.query_one("#sets").value = "es.popsize=8"
+            await pilot.pause()
+            assert "mpirun.py -n 3" in str(form.query_one("#command").render())
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "train-controller") is not None)
+            proc = app.process(run.path, "train-controller")
+            assert proc.argv == [fake_mpirun, "-n", "3", *FAKE, "-m", "wm", "train-controller", "--run", str(run.path),
+                                 "--set", "es.popsize=8"]
+            log = screen(app).query_one("#output-log")
+            await wait_until(pilot, lambda: any(ln.startswith("mpirun argv: -n 3") for ln in log.lines))
+
+    asyncio.run(main())
+    assert build_command("train-controller", "runs/x", ["tiny"], ranks=3, python=["py"], mpirun="mpirun") == [
+        "mpirun", "-n", "3", "py", "-m", "wm", "train-controller", "--run", "runs/x", "--configs", "tiny"]
+    assert build_command("collect", "runs/x", python=["py"]) == ["py", "-m", "wm", "collect", "--run", "runs/x"]
+    with pytest.raises(ValueError):
+        build_command("train-vae", "runs/x", ranks=2)
+
+
+def test_form_shows_resolved_config_and_wrong_key_error(tmp_path):
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down")
+            await wait_until(pilot, lambda: screen(app).verb == "train-vae")
+            await pilot.press("r")  # train-vae is resumable: the form offers Resume
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            form = app.screen
+            assert form.resume and "Resume" in str(form.query_one("#go").label)
+            assert "batch_size: 50" in str(form.query_one("#resolved").render())  # tiny's vae.batch_size, stored
+            form.query_one("#sets").value = "vae.batch_size=64"
+            await pilot.pause()
+            assert "batch_size: 64" in str(form.query_one("#resolved").render())
+            form.query_one("#sets").value = "vae.epoch=3"
+            await pilot.pause()
+            assert form.query_one("#go").disabled
+            assert "unknown config key 'vae.epoch'" in str(form.query_one("#launch-error").render())
+            await pilot.press("enter")  # refused: still on the form, nothing launched
+            assert isinstance(app.screen, LaunchScreen) and app.process(run.path, "train-vae") is None
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            await pilot.press("up", "r")  # collect is done: nothing to resume
+            await pilot.pause()
+            assert isinstance(app.screen, RunScreen)
+
+    asyncio.run(main())
+
+
+def test_quit_asks_and_can_leave_stage_running(tmp_path):
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run, lines="100000")
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("down", "down", "l")  # encode
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "encode") is not None)
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
+            await pilot.press("escape")  # cancel: stay
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            await pilot.press("q")
+            await wait_until(pilot, lambda: isinstance(app.screen, QuitScreen))
+            await pilot.press("l")  # leave running
+        return app.process(run.path, "encode")
+
+    proc = asyncio.run(main())
+    try:
+        assert proc.running  # outlived the UI
+        # a second UI session sees it as running (LOCK) and stops it through the LOCK owner's process group
+        async def again():
+            app = app_for(run)
+            async with app.run_test(size=SIZE) as pilot:
+                await pilot.press("down", "down")
+                await wait_until(pilot, lambda: cells(app, "encode")[2] == "running")
+                await wait_until(pilot, lambda: "fake encode line 1" in screen(app).query_one("#output-log").lines)
+                await pilot.press("s")
+                await wait_until(pilot, lambda: not proc.running)
+
+        asyncio.run(again())
+    finally:
+        proc.signal(9)
+
+
+def test_plot_rasterises_endpoints_and_metrics_tail(tmp_path):
+    bits, owner, (xmin, xmax, ymin, ymax) = braille([[(0.0, 0.0), (1.0, 1.0)]], cols=1, rows=1)
+    assert (xmin, xmax, ymin, ymax) == (0.0, 1.0, 0.0, 1.0)
+    assert bits[0][0] & 0x40 and bits[0][0] & 0x08  # bottom-left and top-right dots of the 2x4 cell
+    assert owner == [[0]]
+    path = tmp_path / "m.jsonl"
+    tail = MetricsTail(path)
+    assert tail.read() == []
+    path.write_text('{"step": 1, "a/x": 1}\n{"step": 2, "a/')
+    assert tail.read() == [{"step": 1, "a/x": 1}]
+    with open(path, "a") as f:
+        f.write('x": 2}\n')
+    s = Series()
+    s.add([{"step": 1, "a/x": 1}, *tail.read()])
+    assert s.points["a/x"] == [(1.0, 1.0), (2.0, 2.0)] and s.latest == {"a/x": 2, "step": 2}
+
+
+def test_tui_import_does_not_import_tensorflow():
+    heavy = ["tensorflow", "keras", "tensorflow_probability", "gymnasium", "vizdoom", "cma", "mpi4py"]
+    code = ("import sys, tui.app, tui.__main__, tui.screens.run, tui.screens.launch; "
+            f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert r.returncode == 0, r.stdout + r.stderr

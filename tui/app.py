@@ -1,0 +1,116 @@
+"""The Textual app: owns the launched stage processes and the screen stack (run picker → run screen)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from textual.app import App
+from textual.binding import Binding
+
+from tui.model import is_run
+from tui.process import StageProcess, build_command
+from tui.screens.dialogs import HelpScreen, QuitScreen
+from tui.screens.launch import LaunchRequest
+from tui.screens.picker import PickerScreen
+from tui.screens.run import RunScreen
+
+
+class WMApp(App[None]):
+    """`python -m tui [RUN_DIR]`: pick a run, watch its stages, launch/stop/resume them.
+
+    Args:
+        path: a run directory (opened directly) or a directory of runs (default `runs`).
+        python: interpreter prefix of stage commands (default `[sys.executable]`); tests inject a fake stage.
+        mpirun: the mpirun binary for train-controller with several ranks (default: next to sys.executable).
+        poll_interval: seconds between reads of the run directory.
+        env: environment of stage processes (default: this process's).
+    """
+
+    CSS_PATH = "app.tcss"
+    TITLE = "World Models"
+    BINDINGS = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help"),
+    ]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        python: Sequence[str] | None = None,
+        mpirun: str | None = None,
+        poll_interval: float = 1.0,
+        env: dict[str, str] | None = None,
+    ):
+        super().__init__()
+        self.path = Path(path) if path is not None else Path("runs")
+        self.python = list(python) if python else None
+        self.mpirun = mpirun
+        self.poll_interval = poll_interval
+        self.env = env
+        self.processes: dict[tuple[str, str], StageProcess] = {}
+
+    def on_mount(self) -> None:
+        if is_run(self.path) and not (self.path / "runs").is_dir():
+            self.push_screen(PickerScreen(self.path.parent))
+            self.open_run(self.path)
+        else:
+            self.push_screen(PickerScreen(self.path))
+
+    def open_run(self, path: Path) -> None:
+        """Show the stages of run directory `path` (it need not exist yet)."""
+        self.push_screen(RunScreen(path))
+
+    # ------------------------------------------------------------------ processes
+    def process(self, run: Path, verb: str) -> StageProcess | None:
+        """The last process this UI launched for `verb` in `run`, if any."""
+        return self.processes.get((str(run), verb))
+
+    def command(self, run: Path, req: LaunchRequest) -> list[str]:
+        """The argv for a launch request (mpirun prefix for train-controller with ranks > 1)."""
+        return build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, mpirun=self.mpirun)
+
+    def launch(self, run: Path, req: LaunchRequest, output: Path) -> StageProcess:
+        """Start `req` in its own process group, output appended to `output`; returns the process."""
+        old = self.process(run, req.verb)
+        if old is not None and old.running:
+            raise ValueError(f"{req.verb} is already running (pid {old.pid})")
+        proc = StageProcess(req.verb, self.command(run, req), output, env=self.env)
+        proc.start()
+        self.processes[(str(run), req.verb)] = proc
+        return proc
+
+    def running(self) -> list[StageProcess]:
+        return [p for p in self.processes.values() if p.running]
+
+    # ------------------------------------------------------------------ actions
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Quit; if stages launched here still run, ask whether to stop them or leave them running."""
+        running = self.running()
+        if not running:
+            self.exit()
+            return
+
+        async def answer(choice: str | None) -> None:
+            if choice == "stop":
+                await self.stop_all()
+            if choice in ("stop", "leave"):
+                self.exit()
+
+        self.push_screen(QuitScreen([p.verb for p in running]), answer)
+
+    async def stop_all(self, timeout: float = 10.0) -> None:
+        """SIGTERM every running stage's process group and wait for them to checkpoint and exit."""
+        procs = self.running()
+        for p in procs:
+            p.stop()
+        for p in procs:
+            if await p.wait(timeout) is None:
+                import signal
+
+                p.signal(signal.SIGKILL)

@@ -1,0 +1,182 @@
+"""Stage subprocesses, with no Textual in sight: build the command line, start it in its own process group,
+follow its output, stop it.
+
+A stage's stdout and stderr go to a file in the run dir (`logs/<stage>.console`), not to a pipe, and the UI
+follows that file. A pipe would tie the stage's life to the UI: after "leave running and quit" the stage's
+next `print` would hit a closed pipe and kill it. With a file the stage outlives the UI and a later UI session
+can still show its output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+
+# Repo root, put on PYTHONPATH so `python -m wm` works from any working directory.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_python() -> list[str]:
+    """The interpreter prefix of stage commands: this venv's python."""
+    return [sys.executable]
+
+
+def default_mpirun() -> str:
+    """The `mpirun` next to this venv's python (the mpich wheel installs it there)."""
+    return str(Path(sys.executable).parent / "mpirun")
+
+
+def build_command(
+    verb: str,
+    run: str | os.PathLike[str],
+    configs: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    ranks: int = 1,
+    force: bool = False,
+    python: Sequence[str] | None = None,
+    mpirun: str | None = None,
+) -> list[str]:
+    """The argv that runs stage `verb` on `run`.
+
+    `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`, prefixed with
+    `mpirun -n N` when `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
+
+    Args:
+        python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
+        mpirun: the mpirun binary (default: next to `sys.executable`).
+    """
+    if ranks < 1:
+        raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
+    if ranks > 1 and verb != "train-controller":
+        raise ValueError(f"only train-controller runs under mpirun, not {verb}")
+    argv = [*(python or default_python()), "-m", "wm", verb, "--run", str(run)]
+    if configs:
+        argv += ["--configs", *configs]
+    if sets:
+        argv += ["--set", *sets]
+    if force:
+        argv.append("--force")
+    if ranks > 1:
+        argv = [mpirun or default_mpirun(), "-n", str(ranks), *argv]
+    return argv
+
+
+class StageProcess:
+    """One launched stage: a process group whose output is appended to `output`."""
+
+    def __init__(self, verb: str, argv: Sequence[str], output: Path, env: dict[str, str] | None = None):
+        self.verb = verb
+        self.argv = list(argv)
+        self.output = Path(output)
+        self.env = env
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.offset = 0  # where this launch's output starts in `output`
+        self.started_at = 0.0
+        self.stopping = False
+
+    def start(self) -> None:
+        """Start the command in a new session (its own process group), output appended to `self.output`."""
+        self.output.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ if self.env is None else self.env)
+        env["PYTHONUNBUFFERED"] = "1"  # lines reach the file (and the UI) as they are printed
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        with open(self.output, "ab") as f:
+            f.write(f"$ {' '.join(self.argv)}\n".encode())
+            f.flush()
+            self.offset = f.tell()
+            self.popen = subprocess.Popen(
+                self.argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )
+        self.started_at = time.time()
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None, "not started"
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        """The exit code, or None while running."""
+        return None if self.popen is None else self.popen.poll()
+
+    @property
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def signal(self, sig: int = signal.SIGTERM) -> bool:
+        """Send `sig` to the whole process group (mpirun and its ranks too); False if it is already gone."""
+        if not self.running:
+            return False
+        self.stopping = True
+        return signal_group(self.pid, sig)
+
+    def stop(self) -> bool:
+        """SIGTERM the process group: the stage checkpoints and exits; rerunning it resumes."""
+        return self.signal(signal.SIGTERM)
+
+    async def wait(self, timeout: float | None = None) -> int | None:
+        """Wait (without blocking the event loop) for the exit code; None on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.running:
+            if deadline is not None and time.monotonic() > deadline:
+                return None
+            await asyncio.sleep(0.05)
+        return self.poll()
+
+    def lines(self, interval: float = 0.1) -> AsyncIterator[str]:
+        """This launch's output lines as they arrive; ends once the process has exited and all output is read."""
+        return follow(self.output, self.offset, lambda: not self.running, interval)
+
+
+def signal_group(pgid: int, sig: int = signal.SIGTERM) -> bool:
+    """`killpg(pgid, sig)`, refusing our own group; False if no such group."""
+    if pgid <= 1 or pgid == os.getpgrp():
+        return False
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def process_group(pid: int) -> int | None:
+    """The process group of `pid`, or None if it is gone."""
+    try:
+        return os.getpgid(pid)
+    except (ProcessLookupError, PermissionError):
+        return None
+
+
+def _text(raw: bytes) -> str:
+    # A progress bar redraws with \r: keep what the terminal would show last.
+    return raw.decode(errors="replace").rstrip("\r").rsplit("\r", 1)[-1]
+
+
+async def follow(
+    path: Path, offset: int = 0, finished: Callable[[], bool] = lambda: False, interval: float = 0.1
+) -> AsyncIterator[str]:
+    """Yield the lines appended to `path` from byte `offset` on, until `finished()` and the file is drained."""
+    buf = b""
+    while True:
+        done = finished()  # sampled before reading, so output written just before exit is still read
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            chunk = b""
+        offset += len(chunk)
+        buf += chunk
+        *complete, buf = buf.split(b"\n")
+        for raw in complete:
+            yield _text(raw)
+        if done:
+            if buf:
+                yield _text(buf)
+            return
+        await asyncio.sleep(interval)

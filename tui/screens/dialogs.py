@@ -1,0 +1,71 @@
+"""Small modal screens: the help screen and the quit question (stop or leave running stages)."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, Static
+
+HELP = """\
+[b]World Models terminal UI[/b]  (python -m tui [RUN_DIR])
+
+[b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] type a new run name
+[b]Stages[/b]    ↑/↓ choose a stage; the state column reads the run dir every second
+  [b]l[/b]  launch the stage: config blocks, --set overrides, MPI ranks,
+     resolved config shown before launch (enter launches, esc cancels)
+  [b]r[/b]  resume a resumable stage with the run's stored config
+  [b]s[/b]  stop: SIGTERM to the stage's process group (it checkpoints;
+     launch or resume it later to continue)
+  [b]o[/b] output  [b]m[/b] metrics  [b]g[/b] logs/<stage>.log  [b]c[/b] config
+  [b]esc[/b] back to the run list
+[b]Anywhere[/b]  [b]?[/b] this help   [b]q[/b] quit (asks about running stages)
+          [b]tab[/b] moves focus between the stage table and the panes
+
+Stages run as `python -m wm <verb> ...` in their own process group; their
+output goes to logs/<stage>.console, so a stage left running after quitting
+keeps going and its output is shown again when you come back.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Key bindings and what the UI does."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help", classes="dialog"):
+            yield Static(HELP)
+            yield Label("[dim]esc closes[/dim]")
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """Asks what to do with stages this UI launched that are still running: 'stop', 'leave' or None (stay)."""
+
+    BINDINGS = [
+        Binding("s", "choose('stop')", "Stop them"),
+        Binding("l", "choose('leave')", "Leave running"),
+        Binding("escape,c", "choose(None)", "Cancel"),
+    ]
+
+    def __init__(self, running: list[str]):
+        super().__init__()
+        self.running = running
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="quit", classes="dialog"):
+            yield Label(f"Still running: [b]{', '.join(self.running)}[/b]")
+            yield Label("Stop them (SIGTERM, they checkpoint) or leave them running?")
+            with Horizontal(classes="buttons"):
+                yield Button("Stop & quit [s]", id="stop", variant="error")
+                yield Button("Leave & quit [l]", id="leave", variant="primary")
+                yield Button("Cancel [esc]", id="cancel")
+
+    def action_choose(self, choice: str | None) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)

@@ -1,0 +1,129 @@
+"""The launch form: config blocks, `--set` overrides, MPI ranks; shows the resolved config before launch."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
+
+from tui.model import config_excerpt, resolve
+from tui.process import build_command
+
+
+@dataclass
+class LaunchRequest:
+    """What the form asks for: `python -m wm <verb> --run RUN --configs ... --set ... [--force]` on `ranks` ranks."""
+
+    verb: str
+    configs: list[str] = field(default_factory=list)
+    sets: list[str] = field(default_factory=list)
+    ranks: int = 1
+    force: bool = False
+
+
+class LaunchScreen(ModalScreen[LaunchRequest | None]):
+    """Form for one stage. Dismisses with a LaunchRequest, or None when cancelled."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
+
+    def __init__(self, run: Path, verb: str, blocks: list[str], resume: bool = False,
+                 command: Callable[[LaunchRequest], list[str]] | None = None):
+        super().__init__()
+        self.run = run
+        self.verb = verb
+        self.blocks = blocks
+        self.resume = resume
+        # the app's own command builder, so the form shows exactly what will run (python prefix, mpirun path)
+        self.command = command or (lambda r: build_command(r.verb, self.run, r.configs, r.sets, r.ranks, r.force))
+        self.request: LaunchRequest | None = None
+        self.error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        stored = (self.run / "config.yaml").exists()
+        with Vertical(id="launch", classes="dialog"):
+            yield Label(f"[b]{'Resume' if self.resume else 'Launch'} {self.verb}[/b] on {self.run}", id="launch-title")
+            with Horizontal(id="launch-top"):
+                with Vertical(id="launch-left"):
+                    yield Label("Config blocks" + (" (none: stored config)" if stored else ""), classes="field")
+                    yield SelectionList[str](*[(b, b) for b in self.blocks], id="blocks")
+                with Vertical(id="launch-right"):
+                    yield Label("--set overrides (key=value ...)", classes="field")
+                    yield Input(placeholder="vae.epochs=3 es.popsize=8", id="sets", compact=True)
+                    with Horizontal(id="launch-opts"):
+                        if self.verb == "train-controller":
+                            yield Label("MPI ranks ", classes="field")
+                            yield Input("1", type="integer", id="ranks", compact=True)
+                        yield Checkbox("--force (redo)", id="force", compact=True)
+            yield Static(id="launch-error")
+            with VerticalScroll(id="launch-config"):
+                yield Static(id="resolved")
+            yield Static(id="command")
+            with Horizontal(classes="buttons"):
+                yield Button("Resume [enter]" if self.resume else "Launch [enter]", id="go", variant="success", compact=True)
+                yield Button("Cancel [esc]", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#sets", Input).focus()
+        self.refresh_preview()
+
+    def current(self) -> LaunchRequest:
+        """The request described by the form right now (may not resolve)."""
+        sets = shlex.split(self.query_one("#sets", Input).value)
+        ranks = 1
+        if self.verb == "train-controller":
+            raw = self.query_one("#ranks", Input).value.strip()
+            ranks = int(raw) if raw.lstrip("-").isdigit() else 0
+        return LaunchRequest(self.verb, list(self.query_one("#blocks", SelectionList).selected), sets, ranks,
+                             self.query_one("#force", Checkbox).value)
+
+    def refresh_preview(self) -> None:
+        """Resolve the config as the CLI will; show it and the command, or the one error line."""
+        error_w, resolved_w = self.query_one("#launch-error", Static), self.query_one("#resolved", Static)
+        command_w = self.query_one("#command", Static)
+        try:
+            req = self.current()
+            if req.ranks < 1:
+                raise ValueError("MPI ranks must be a whole number >= 1")
+            cfg = resolve(self.run, req.configs, req.sets)
+            argv = self.command(req)
+        except Exception as e:  # WMError, a bad shlex quote, bad ranks: all shown as one line
+            self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
+            error_w.update(f"[b red]error:[/] {self.error}")
+            error_w.display = True
+            self.query_one("#go", Button).disabled = True
+            return
+        self.request, self.error = req, None
+        error_w.display = False
+        resolved_w.update(config_excerpt(cfg, self.verb))
+        command_w.update("$ " + shlex.join(argv))
+        self.query_one("#go", Button).disabled = False
+
+    @on(SelectionList.SelectedChanged)
+    @on(Input.Changed)
+    @on(Checkbox.Changed)
+    def _changed(self) -> None:
+        self.refresh_preview()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_launch()
+
+    @on(Button.Pressed, "#go")
+    def action_launch(self) -> None:
+        self.refresh_preview()
+        if self.request is not None:
+            self.dismiss(self.request)
+        else:
+            self.notify(self.error or "cannot launch", severity="error")
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
