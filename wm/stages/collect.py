@@ -75,12 +75,23 @@ def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False
 _W: dict[str, Any] = {}
 
 
+def _sigterm(signum, frame) -> None:
+    raise SystemExit(0)
+
+
 def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
+    from multiprocessing.util import Finalize
+
     from wm.envs import action_dim, make_env
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
+    # Pool.terminate() sends SIGTERM; exiting through SystemExit runs the finalizer below, which closes the env.
+    # Without it the ViZDoom game process (which ignores SIGTERM) outlives the worker.
+    signal.signal(signal.SIGTERM, _sigterm)
     cfg = Config(cfg_dict)
-    _W.update(cfg=cfg, folder=Path(folder), env=make_env(cfg), adim=action_dim(cfg.env.name))
+    env = make_env(cfg)
+    Finalize(env, env.close, exitpriority=10)
+    _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name))
 
 
 def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.ndarray], int, int]:
@@ -166,6 +177,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
                     sps = steps / max(time.perf_counter() - t0, 1e-9)
                     log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
                                             "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
+                pool.close()  # let the workers exit normally (closing their envs) before the context terminates them
+                pool.join()
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target)
         if todo:
