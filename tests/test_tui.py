@@ -310,3 +310,22 @@ def test_tui_import_does_not_import_tensorflow():
             f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_picker_lists_runs_and_opens_one(tmp_path):
+    run = make_run(tmp_path)
+    (tmp_path / "runs" / "empty-dir").mkdir()  # not a run: not listed
+
+    async def main():
+        app = WMApp(tmp_path / "runs", python=FAKE, poll_interval=0.1)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            options = app.screen.query_one("#runs")
+            assert options.option_count == 1 and "1/6 done" in str(options.get_option_at_index(0).prompt)
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run.path == run.path)
+            await pilot.press("escape", "n", *"fresh", "enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run.path.name == "fresh")
+            assert cells(app, "collect")[2] == "not started"
+
+    asyncio.run(main())

@@ -144,7 +144,7 @@ def resolve(run: Path, blocks: Sequence[str], sets: Sequence[str]):
 
 
 def config_excerpt(cfg: Any, verb: str) -> str:
-    """The sections of the resolved config that matter for `verb` (global ones plus the stage's own), as YAML."""
+    """The sections of the resolved config that matter for `verb` (the stage's own, then the global ones), as YAML."""
     d = cfg.to_dict()
-    keep = [*GLOBAL_SECTIONS, *stage(verb).sections]
+    keep = [*stage(verb).sections, *GLOBAL_SECTIONS]
     return yaml.safe_dump({k: d[k] for k in keep if k in d}, sort_keys=False).rstrip()

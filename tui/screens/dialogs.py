@@ -10,23 +10,22 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 HELP = """\
-[b]World Models terminal UI[/b]  (python -m tui [RUN_DIR])
+[b]World Models terminal UI[/b]  (python -m tui RUN_DIR)
 
-[b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] type a new run name
-[b]Stages[/b]    ↑/↓ choose a stage; the state column reads the run dir every second
-  [b]l[/b]  launch the stage: config blocks, --set overrides, MPI ranks,
-     resolved config shown before launch (enter launches, esc cancels)
-  [b]r[/b]  resume a resumable stage with the run's stored config
-  [b]s[/b]  stop: SIGTERM to the stage's process group (it checkpoints;
-     launch or resume it later to continue)
+[b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] name a new run
+[b]Stages[/b]    ↑/↓ choose a stage (states re-read from the run dir each second)
+  [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks; the form shows
+     the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)
+  [b]r[/b]  resume a resumable stage (same form, stored config)
+  [b]s[/b]  stop: SIGTERM to its process group (it checkpoints; resume later)
   [b]o[/b] output  [b]m[/b] metrics  [b]g[/b] logs/<stage>.log  [b]c[/b] config
   [b]esc[/b] back to the run list
-[b]Anywhere[/b]  [b]?[/b] this help   [b]q[/b] quit (asks about running stages)
+[b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes
 
-Stages run as `python -m wm <verb> ...` in their own process group; their
-output goes to logs/<stage>.console, so a stage left running after quitting
-keeps going and its output is shown again when you come back.
+Stages run as `python -m wm <verb> ...` in their own process group and
+write their output to logs/<stage>.console: a stage left running after
+quitting keeps going, and its output is shown again when you come back.
 """
 
 
@@ -59,9 +58,9 @@ class QuitScreen(ModalScreen[str | None]):
             yield Label(f"Still running: [b]{', '.join(self.running)}[/b]")
             yield Label("Stop them (SIGTERM, they checkpoint) or leave them running?")
             with Horizontal(classes="buttons"):
-                yield Button("Stop & quit [s]", id="stop", variant="error")
-                yield Button("Leave & quit [l]", id="leave", variant="primary")
-                yield Button("Cancel [esc]", id="cancel")
+                yield Button("Stop & quit (s)", id="stop", variant="error")
+                yield Button("Leave & quit (l)", id="leave", variant="primary")
+                yield Button("Cancel (esc)", id="cancel")
 
     def action_choose(self, choice: str | None) -> None:
         self.dismiss(choice)

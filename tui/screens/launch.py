@@ -52,7 +52,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             yield Label(f"[b]{'Resume' if self.resume else 'Launch'} {self.verb}[/b] on {self.run}", id="launch-title")
             with Horizontal(id="launch-top"):
                 with Vertical(id="launch-left"):
-                    yield Label("Config blocks" + (" (none: stored config)" if stored else ""), classes="field")
+                    yield Label("Blocks" + (" (none = stored)" if stored else " (none = defaults)"), classes="field")
                     yield SelectionList[str](*[(b, b) for b in self.blocks], id="blocks")
                 with Vertical(id="launch-right"):
                     yield Label("--set overrides (key=value ...)", classes="field")
@@ -67,8 +67,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                 yield Static(id="resolved")
             yield Static(id="command")
             with Horizontal(classes="buttons"):
-                yield Button("Resume [enter]" if self.resume else "Launch [enter]", id="go", variant="success", compact=True)
-                yield Button("Cancel [esc]", id="cancel", compact=True)
+                yield Button("Resume (enter)" if self.resume else "Launch (enter)", id="go", variant="success", compact=True)
+                yield Button("Cancel (esc)", id="cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#sets", Input).focus()
@@ -98,6 +98,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
             error_w.update(f"[b red]error:[/] {self.error}")
             error_w.display = True
+            resolved_w.update("")
+            command_w.update("")
             self.query_one("#go", Button).disabled = True
             return
         self.request, self.error = req, None

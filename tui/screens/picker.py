@@ -50,8 +50,8 @@ class PickerScreen(Screen[None]):
             runs.add_option(Option(f"{path.name:<24} {run_summary(path)}", id=str(path)))
         if not found:
             runs.add_option(Option(f"no runs in {self.root} yet: press n to name one", id="", disabled=True))
-        elif highlighted is not None:
-            runs.highlighted = min(highlighted, len(found) - 1)
+        else:
+            runs.highlighted = min(highlighted or 0, len(found) - 1)
 
     def action_new(self) -> None:
         self.query_one("#new-run", Input).focus()

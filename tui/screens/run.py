@@ -73,7 +73,7 @@ class RunScreen(Screen[None]):
         table = self.query_one("#stages", DataTable)
         table.add_column(" ", key="mark", width=1)
         table.add_column("stage", key="stage", width=16)
-        table.add_column("state", key="state", width=13)
+        table.add_column("state", key="state", width=15)
         table.add_column("key figures", key="figs")
         for s in STAGES:
             table.add_row("", s.verb, "", "", key=s.verb)
@@ -105,8 +105,8 @@ class RunScreen(Screen[None]):
                 mark = "▶"
                 if state != "running":
                     state = "stopping" if proc.stopping else "starting"
-            elif proc is not None and proc.poll() not in (None, 0) and state != "done":
-                state = f"{state[:9]} ✗{proc.poll()}"
+            elif proc is not None and proc.poll() not in (None, 0) and state != "done" and not proc.stopping:
+                state = f"{state[:9]} ✗{proc.poll()}"  # failed: the exit code; the Output pane has the error
             self.states[verb] = state
             table.update_cell(verb, "mark", mark)
             table.update_cell(verb, "state", state)
@@ -125,6 +125,8 @@ class RunScreen(Screen[None]):
         name = stage(self.verb).name
         main, rate = PLOTS[name]
         pts = self.series.points
+        if not any(k in pts for k in main):  # a stage logging other keys: plot what is there, honestly labelled
+            main = tuple(k for k in pts if k != rate)[:3]
         self.query_one("#plot", LinePlot).set_series(
             [(k.split("/", 1)[1], pts[k]) for k in main if k in pts],
             empty=f"waiting for {self.run.metrics_path(self.verb).relative_to(self.run.path)}",
@@ -134,7 +136,10 @@ class RunScreen(Screen[None]):
             f"{rate.split('/', 1)[1]} {fmt(rate_pts[-1][1])} (min {fmt(min(v for _, v in rate_pts))}, "
             f"max {fmt(max(v for _, v in rate_pts))})" if rate_pts else ""
         )
-        self.query_one("#rate", Sparkline).data = [v for _, v in rate_pts[-200:]]
+        spark = self.query_one("#rate", Sparkline)
+        spark.data = [v for _, v in rate_pts[-200:]]
+        spark.display = bool(rate_pts)
+        self.query_one("#rate-label", Label).display = bool(rate_pts)
         latest = self.query_one("#latest", DataTable)
         latest.clear()
         for k, v in self.series.latest.items():
