@@ -44,6 +44,18 @@ def _mix(x: tf.Tensor) -> tf.Tensor:
     return tf.bitwise.bitwise_xor(x, tf.bitwise.right_shift(x, 15))
 
 
+def _np_mix(x: np.ndarray) -> np.ndarray:
+    """`_mix` in NumPy (uint64 arithmetic), for constants."""
+    x = x.astype(np.uint64)
+    for shift, mult in ((16, 0x7FEB352D), (15, 0x2C1B3C6D), (16, 0x297A2D39)):
+        x = ((x ^ (x >> np.uint64(shift))) * np.uint64(mult)) & np.uint64(_M32)
+    return x ^ (x >> np.uint64(15))
+
+
+def _column_keys(dim: int) -> np.ndarray:
+    return _np_mix(np.arange(dim, dtype=np.uint64) + np.uint64(0x61C88647)).astype(np.int64)
+
+
 def _keys(seeds: tf.Tensor, t: tf.Tensor, stream: int) -> tf.Tensor:
     """One 32-bit key per episode for (seed, step, stream)."""
     lo = tf.bitwise.bitwise_and(seeds, _M32)
@@ -57,8 +69,7 @@ def _keys(seeds: tf.Tensor, t: tf.Tensor, stream: int) -> tf.Tensor:
 def uniform(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
     """(N, dim) uniforms in (0, 1), a function of (seed, step, stream, column) only."""
     k = _keys(seeds, t, stream)[:, None]
-    col = _mix(tf.range(dim, dtype=tf.int64)[None, :] + 0x61C88647)
-    h = _mix(tf.bitwise.bitwise_xor(k, col))
+    h = _mix(tf.bitwise.bitwise_xor(k, tf.constant(_column_keys(dim))[None, :]))
     return (tf.cast(tf.bitwise.right_shift(h, 8), tf.float32) + 0.5) * (1.0 / 16777216.0)
 
 

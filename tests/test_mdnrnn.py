@@ -1,0 +1,287 @@
+"""M (paper_settings §4): counts, NLL vs NumPy, temperature, restart zeroing, done weighting, batching,
+learning sanity, the train-mdnrnn stage (resume equivalence, refusals)."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from wm.config import defaults, update  # noqa: E402
+from wm.data.episodes import episode_name, write_episode  # noqa: E402
+from wm.errors import WMError  # noqa: E402
+from wm.models import mixture  # noqa: E402
+from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer, make_train_step  # noqa: E402
+from wm.rundir import RunDir, atomic_savez  # noqa: E402
+
+
+def np_nll(logmix, mu, logstd, target):
+    """Independent reference: −log Σ_k softmax(logmix)_k N(target; μ_k, σ_k), log-sum-exp, mean over all."""
+    lm = logmix - logmix.max(-1, keepdims=True)
+    lm = lm - np.log(np.exp(lm).sum(-1, keepdims=True))
+    x = target[..., None]
+    v = lm - 0.5 * ((x - mu) / np.exp(logstd)) ** 2 - logstd - 0.5 * np.log(2 * np.pi)
+    m = v.max(-1, keepdims=True)
+    return -(m[..., 0] + np.log(np.exp(v - m).sum(-1)))
+
+
+def test_paper_parameter_counts():
+    assert MDNRNN(32, 3, 256).count_params() == 422_368  # Car (§4, §9)
+    assert MDNRNN(64, 1, 512, predict_done=True).count_params() == 1_678_785  # Doom
+
+
+def test_mixture_nll_matches_numpy_logsumexp():
+    rng = np.random.default_rng(0)
+    shape = (3, 4, 6, 5)
+    logmix, mu, logstd = rng.normal(size=shape) * 2, rng.normal(size=shape), rng.normal(size=shape) * 0.5
+    target = rng.normal(size=shape[:-1]) * 1.5
+    mask = (rng.random(shape[:2]) > 0.3).astype(np.float32)
+    ref = np_nll(logmix, mu, logstd, target)
+    got = mixture.mixture_nll(*(tf.constant(x, tf.float32) for x in (logmix, mu, logstd, target)))
+    np.testing.assert_allclose(float(got), ref.mean(), rtol=1e-5)
+    got_m = mixture.mixture_nll(*(tf.constant(x, tf.float32) for x in (logmix, mu, logstd, target)), tf.constant(mask))
+    np.testing.assert_allclose(float(got_m), (ref * mask[..., None]).sum() / (mask.sum() * shape[2]), rtol=1e-5)
+
+
+def test_head_layout_and_log_softmax():
+    m = MDNRNN(3, 1, 4, num_mixtures=5, predict_done=True)
+    h = tf.random.normal((2, 4))
+    out = m.head(h)
+    flat = (h @ m.out_kernel + m.out_bias).numpy()
+    np.testing.assert_allclose(out.done_logit.numpy(), flat[:, 0], rtol=1e-5)
+    rows = flat[:, 1:].reshape(2, 3, 15)  # dimension-major rows of [5 logmix | 5 mu | 5 logstd] (§4)
+    np.testing.assert_allclose(out.mu.numpy(), rows[..., 5:10], rtol=1e-5)
+    np.testing.assert_allclose(out.logstd.numpy(), rows[..., 10:], rtol=1e-5)
+    np.testing.assert_allclose(out.logmix.numpy(), tf.nn.log_softmax(rows[..., :5]).numpy(), atol=1e-5)
+
+
+def test_temperature_sampling():
+    n, k = 20000, 3
+    logmix = tf.math.log(tf.constant([[0.5, 0.3, 0.2]]) * tf.ones((n, 1)))[:, None, :]  # (n, 1, K)
+    mu = tf.constant([[[-100.0, 0.0, 100.0]]]) * tf.ones((n, 1, 1))
+    logstd = tf.math.log(tf.constant([[[0.5, 1.0, 2.0]]])) * tf.ones((n, 1, 1))
+    rng = np.random.default_rng(1)
+    u = tf.constant(rng.random((n, 1)), tf.float32)
+    eps = tf.constant(rng.standard_normal((n, 1)), tf.float32)
+    for tau in (1.0, 1.5, 0.5):
+        z = mixture.sample_mixture(logmix, mu, logstd, tau, u, eps).numpy()[:, 0]
+        comp = np.digitize(z, [-50, 50])
+        p = np.array([0.5, 0.3, 0.2]) ** (1 / tau)
+        np.testing.assert_allclose(np.bincount(comp, minlength=k) / n, p / p.sum(), atol=0.015)  # logits / τ
+        np.testing.assert_allclose(z[comp == 2].std(), 2.0 * np.sqrt(tau), rtol=0.05)  # σ·√τ
+        # the same distribution as the TFP tempered mixture
+        d = mixture.tempered(logmix[:1], mu[:1], logstd[:1], tau)
+        np.testing.assert_allclose(d.mixture_distribution.probs_parameter().numpy()[0, 0], p / p.sum(), rtol=1e-5)
+    z = mixture.sample_mixture(logmix, mu, logstd, 0.01, u, eps).numpy()[:, 0]
+    assert np.mean(np.abs(z + 100) < 1.0) > 0.99  # τ → 0 concentrates on the top component
+
+
+def test_restart_zeroes_state_before_the_step():
+    m = MDNRNN(4, 1, 8, predict_done=True)
+    z, a = tf.random.normal((2, 4)), tf.random.normal((2, 1))
+    junk = (tf.random.normal((2, 8)), tf.random.normal((2, 8)))
+    zero = m.initial_state(2)
+    out_j, st_j = m.step(z, a, junk, tf.constant([1.0, 0.0]))
+    out_0, st_0 = m.step(z, a, zero, tf.constant([1.0, 1.0]))
+    np.testing.assert_allclose(st_j[0][0].numpy(), st_0[0][0].numpy(), atol=1e-6)  # row 0 restarted
+    assert not np.allclose(st_j[0][1].numpy(), st_0[0][1].numpy())  # row 1 kept its state
+    # sequence mode: a restart in the middle makes the rest independent of the past
+    zs, acts = tf.random.normal((1, 6, 4)), tf.random.normal((1, 6, 1))
+    r = tf.constant([[1.0, 0, 0, 1.0, 0, 0]])
+    full, _ = m(zs, acts, r)
+    tail, _ = m(zs[:, 3:], acts[:, 3:], r[:, 3:])
+    np.testing.assert_allclose(full.mu.numpy()[:, 3:], tail.mu.numpy(), atol=1e-5)
+    # sequence call equals stepping
+    st = m.initial_state(1)
+    for t in range(6):
+        o, st = m.step(zs[:, t], acts[:, t], st, r[:, t])
+    np.testing.assert_allclose(o.mu.numpy(), full.mu.numpy()[:, -1], atol=1e-5)
+
+
+def test_forget_bias_is_a_constant_one():
+    m = MDNRNN(2, 1, 3)
+    for v in (m.lstm_kernel_x, m.lstm_kernel_h, m.lstm_bias):
+        v.assign(tf.zeros_like(v))
+    c0 = tf.ones((1, 3))
+    _, (c, _) = m.step(tf.zeros((1, 2)), tf.zeros((1, 1)), (c0, tf.zeros((1, 3))))
+    # zero weights: c' = c·σ(0 + 1) + σ(0)·tanh(0)
+    np.testing.assert_allclose(c.numpy(), np.full((1, 3), 1 / (1 + np.exp(-1.0))), rtol=1e-6)
+
+
+def test_done_loss_weights_positives_ten_times():
+    logit = tf.constant([0.3, -0.2, 1.1, 0.0])
+    target = tf.constant([1.0, 0.0, 1.0, 0.0])
+    got = float(mixture.weighted_done_loss(logit, target, pos_weight=10.0))
+    x, y = logit.numpy(), target.numpy()
+    sp = np.log1p(np.exp(-x))  # −log σ(x)
+    ref = np.mean(10 * y * sp + (1 - y) * (x + sp))
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
+    mask = tf.constant([1.0, 1.0, 0.0, 0.0])
+    np.testing.assert_allclose(float(mixture.weighted_done_loss(logit, target, mask)), np.mean((10 * y * sp + (1 - y) * (x + sp))[:2]),
+                               rtol=1e-5)
+
+
+def test_lr_schedule_and_optimizer_settings():
+    np.testing.assert_allclose(float(lr_at(24400, 1e-3, 1e-5, 0.99999)), (1e-3 - 1e-5) * 0.99999**24400 + 1e-5, rtol=1e-5)
+    opt = make_optimizer(1e-3, 1e-5, 1.0)
+    assert opt.epsilon == 1e-8 and opt.clipvalue == 1.0 and opt.clipnorm is None
+
+
+def test_load_mdnrnn_checks_shapes(tmp_path):
+    from wm.models.mdnrnn import save_config
+    from wm.training import save_weights
+
+    m = MDNRNN(4, 1, 8, predict_done=True)
+    save_weights(m, tmp_path / "mdnrnn.weights.h5")
+    save_config(m, tmp_path / "model.json")
+    m2 = load_mdnrnn(tmp_path / "mdnrnn.weights.h5")
+    np.testing.assert_array_equal(m2.lstm_kernel_h.numpy(), m.lstm_kernel_h.numpy())
+    with pytest.raises(WMError):
+        load_mdnrnn(tmp_path / "mdnrnn.weights.h5", z_dim=5, action_dim=1, hidden=8, predict_done=True)
+    with pytest.raises(WMError):
+        load_mdnrnn(tmp_path / "missing.weights.h5", 4, 1, 8)
+
+
+# ---------------------------------------------------------------------------- data and training
+
+
+def _write_series(folder, lengths, z_dim=4, a_dim=1, seed=0):
+    """Synthetic series: z follows z_{t+1} = 0.9·roll(z_t) + 0.5·a_t (learnable), tiny logvar."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, n in enumerate(lengths):
+        a = rng.uniform(-1, 1, (n, a_dim)).astype(np.float32)
+        z = np.zeros((n, z_dim), np.float32)
+        z[0] = rng.normal(size=z_dim)
+        for t in range(n - 1):
+            z[t + 1] = 0.9 * np.roll(z[t], 1) + 0.5 * a[t, 0]
+        done = np.zeros(n, bool)
+        done[-1] = True
+        write_episode(folder / episode_name(i), mu=z.astype(np.float16), logvar=np.full((n, z_dim), -8, np.float16), action=a,
+                      reward=np.ones(n, np.float32), done=done)
+    atomic_savez(folder / "initial_z.npz", mu=np.zeros((2, z_dim), np.float32), logvar=np.zeros((2, z_dim), np.float32))
+
+
+def test_stream_and_episode_batches(tmp_path):
+    from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
+
+    _write_series(tmp_path, [7, 5, 9])
+    s = load_series(tmp_path, 4, 1)
+    assert s.n_frames == 21 and list(s.lengths) == [7, 5, 9]
+    sb = StreamBatches(s, batch_size=2, seq_len=4, seed=0)
+    assert sb.n_chunks == 2  # (21 − 1) // (2·4)
+    idx, valid, first, last = sb.epoch_index(0)
+    assert valid.all() and idx.shape == (2, 9)
+    chunks = list(sb.epoch(0))
+    # chunks overlap by one frame: the last target of chunk 0 is the first input of chunk 1 (no §10.11 gap)
+    np.testing.assert_array_equal(idx[:, 4], idx[:, 4:][:, 0])
+    b0 = chunks[0][1]
+    assert b0["z"].shape == (2, 5, 4) and b0["action"].shape == (2, 4, 1) and b0["restart"].shape == (2, 4)
+    # restart marks episode starts, done_target the frame before the next start
+    assert (b0["restart"] == first[:, :4]).all() and (b0["done_target"] == last[:, :4]).all()
+    assert b0["restart"][0, 0] == 1.0
+    # z is re-sampled per batch but stays near μ (logvar −8)
+    np.testing.assert_allclose(b0["z"], s.mu[idx[:, :5]].astype(np.float32), atol=0.2)
+    # episodes mode: padding is masked
+    eb = EpisodeBatches(s, batch_size=3, seq_len=9, seed=0, predict_done=True)
+    b = eb.batch(0)
+    assert b["z"].shape == (3, 10, 4)
+    n_frames = b["done_mask"].sum(1)
+    assert sorted(n_frames) == [5, 7, 9] and (b["z_mask"].sum(1) == n_frames - 1).all() and (b["done_target"].sum(1) == 1).all()
+    eb2 = EpisodeBatches(s, batch_size=3, seq_len=9, seed=0, predict_done=False)
+    assert eb2.batch(0)["z"].shape == (3, 9, 4)  # 9-frame window: 8 inputs → 8 targets (999 → 999 for Car)
+    np.testing.assert_array_equal(eb.batch(5)["z"], eb.batch(5)["z"])  # a function of (seed, step)
+
+
+def test_learning_sanity_nll_falls():
+    """A synthetic deterministic sequence task: NLL must fall well below its start (and below 0 nats/dim)."""
+    rng = np.random.default_rng(0)
+    b, t, zd = 16, 20, 3
+    a = rng.uniform(-1, 1, (b, t, 1)).astype(np.float32)
+    z = np.zeros((b, t + 1, zd), np.float32)
+    z[:, 0] = rng.normal(size=(b, zd))
+    for s in range(t):
+        z[:, s + 1] = 0.8 * np.roll(z[:, s], 1, axis=-1) + 0.5 * a[:, s]
+    m = MDNRNN(zd, 1, 32, num_mixtures=3, predict_done=False)
+    opt = make_optimizer(1e-2, 1e-5, 1.0)
+    step = make_train_step(m, opt)
+    batch = {"z": tf.constant(z), "action": tf.constant(a), "z_mask": tf.ones((b, t)),
+             "restart": tf.zeros((b, t)), "done_target": tf.zeros((b, t)), "done_mask": tf.ones((b, t))}
+    first = None
+    for _ in range(300):
+        nll, _, _ = step(batch, m.initial_state(b))
+        first = float(nll) if first is None else first
+    assert float(nll) < first - 1.5 and float(nll) < 0.0, (first, float(nll))
+
+
+def test_done_head_learns_episode_ends():
+    """Done BCE through M: a flag visible in the input predicts the done target after training."""
+    rng = np.random.default_rng(1)
+    b, t = 8, 12
+    z = rng.normal(size=(b, t + 1, 2)).astype(np.float32)
+    done = (rng.random((b, t)) < 0.1).astype(np.float32)
+    a = (done[..., None] * 2 - 1).astype(np.float32)  # the action reveals the end
+    m = MDNRNN(2, 1, 16, num_mixtures=2, predict_done=True)
+    step = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0), done_weight=10.0)
+    batch = {"z": tf.constant(z), "action": tf.constant(a), "z_mask": tf.ones((b, t)), "restart": tf.zeros((b, t)),
+             "done_target": tf.constant(done), "done_mask": tf.ones((b, t))}
+    for _ in range(150):
+        step(batch, m.initial_state(b))
+    out, _ = m(tf.constant(z[:, :-1]), tf.constant(a), tf.zeros((b, t)))
+    assert ((out.done_logit.numpy() > 0) == (done > 0)).all()
+
+
+def _stage_run(tmp_path, batching, **over):
+    cfg = update(defaults(), {"env": {"name": "doom_takecover"}, "vae": {"z_dim": 4},
+                              "mdnrnn": {"hidden": 8, "num_mixtures": 2, "batching": batching, "seq_len": 6, "batch_size": 2,
+                                         "epochs": 2, "steps": 4, "checkpoint_every": 2, "preview_episodes": 0,
+                                         "predict_done": True, **over}})
+    run = RunDir(tmp_path / "run")
+    run.bind_config(cfg)
+    _write_series(run.stage_dir("encode"), [13, 9, 17, 11])
+    return cfg, run
+
+
+def test_stage_refuses_without_series(tmp_path):
+    from wm.stages import train_mdnrnn
+
+    cfg, run = _stage_run(tmp_path, "streams")
+    with pytest.raises(WMError, match="encode"):
+        train_mdnrnn.run(cfg, run, argparse.Namespace())
+
+
+@pytest.mark.parametrize("batching", ["streams", "episodes"])
+def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching):
+    import wm.training
+    from wm.rundir import read_jsonl
+    from wm.stages import train_mdnrnn
+
+    cfg, run = _stage_run(tmp_path / "a", batching)
+    run.mark_done("encode", {})
+    train_mdnrnn.run(cfg, run, argparse.Namespace())
+    full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn"))]
+    assert run.is_done("train-mdnrnn") and (run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").exists()
+    assert len(full) == (4 if batching == "episodes" else 2 * 4)  # streams: (50 − 1) // (2·6) = 4 chunks per epoch
+    # a run that dies at step 3 (mid-epoch, after the step-2 checkpoint with its carried state), then reruns
+    cfg2, run2 = _stage_run(tmp_path / "b", batching)
+    run2.mark_done("encode", {})
+    real = wm.training.check_finite
+
+    def dies_at_3(loss, step, ckpt):
+        if step == 3:
+            raise WMError("killed")
+        real(loss, step, ckpt)
+
+    monkeypatch.setattr(wm.training, "check_finite", dies_at_3)
+    with pytest.raises(WMError, match="killed"):
+        train_mdnrnn.run(cfg2, run2, argparse.Namespace())
+    monkeypatch.setattr(wm.training, "check_finite", real)
+    train_mdnrnn.run(cfg2, run2, argparse.Namespace())
+    resumed = [r["mdnrnn/nll"] for r in read_jsonl(run2.metrics_path("train-mdnrnn"))]
+    np.testing.assert_allclose(resumed, full, rtol=1e-5)
+    m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
+    m2 = load_mdnrnn(run2.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
+    np.testing.assert_allclose(m1.lstm_kernel_h.numpy(), m2.lstm_kernel_h.numpy(), atol=1e-6)

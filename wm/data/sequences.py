@@ -1,0 +1,145 @@
+"""Batches of encoded series for M (paper_settings §4), in the two schemes of the authors.
+
+Every batch is a dict of NumPy arrays for L input steps:
+  z (B, L+1, z) float32   frames; inputs are z[:, :L], targets z[:, 1:] (teacher forcing, shift 1)
+  action (B, L, A), restart (B, L)   M's other inputs (restart = 1 on an episode's first frame, §4)
+  z_mask (B, L)            1 where the target frame exists (padding and stream tails are masked, not learned)
+  done_target, done_mask (B, L)   1 where the input frame is the last of its episode ("next frame restarts", §4)
+
+z is re-sampled from the stored μ/logvar for every batch, z = μ + exp(logvar/2)·ε (§3: avoids overfitting one
+sample). Randomness is a function of (seed, step) or (seed, epoch, chunk), so a resumed run sees the same batches.
+
+* `episodes` (Car): each step draws B distinct random episodes (with replacement only when there are fewer
+  than B) and a window of `seq_len` frames: 1000-frame episodes give 999 inputs → 999 targets (§4). With
+  `predict_done` the window's last frame is an input too, so the episode's final step gets its done target.
+  Shorter episodes are padded and masked.
+* `streams` (Doom): each epoch shuffles the episode order, concatenates everything into one stream, cuts it
+  into B parallel streams and walks them in chunks of L = `seq_len` inputs; the caller carries the LSTM state
+  from chunk to chunk (stateful truncated BPTT, §4). Chunks overlap by one frame so no frame is skipped as an
+  input (the authors' 499-of-500 gap, §10.11, is not reproduced). The target across an episode boundary is
+  kept, as the authors did (the restart target tells M the episode ended).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+
+from wm.data.episodes import good_episodes, read_episode
+from wm.errors import WMError
+
+
+@dataclass
+class Series:
+    """All episodes of `series/` concatenated in file order: μ/logvar float16 (F, z), action float32 (F, A)."""
+
+    mu: np.ndarray
+    logvar: np.ndarray
+    action: np.ndarray
+    starts: np.ndarray  # (E,) first frame of each episode
+    lengths: np.ndarray  # (E,)
+
+    @property
+    def n_episodes(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def n_frames(self) -> int:
+        return len(self.mu)
+
+
+def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None) -> Series:
+    """Read every good `ep_*.npz` of `folder` (bad files are reported through `log` and skipped)."""
+    mus, lvs, acts = [], [], []
+    for path in good_episodes(folder, log):
+        d = read_episode(path, ("mu", "logvar", "action"))
+        a = d["action"].reshape(len(d["action"]), -1)
+        if d["mu"].ndim != 2 or d["mu"].shape[1] != z_dim or d["logvar"].shape != d["mu"].shape or a.shape[1] != action_dim:
+            raise WMError(f"{path}: mu {d['mu'].shape} / action {a.shape} do not fit z_dim {z_dim}, action_dim {action_dim}")
+        if len(a) < 2:
+            continue  # a one-frame episode has no target
+        mus.append(d["mu"].astype(np.float16))
+        lvs.append(d["logvar"].astype(np.float16))
+        acts.append(a.astype(np.float32))
+    if not mus:
+        raise WMError(f"no usable series episodes in {folder}")
+    lengths = np.array([len(m) for m in mus], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return Series(np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths)
+
+
+def _assemble(s: Series, idx: np.ndarray, valid: np.ndarray, first: np.ndarray, last: np.ndarray,
+              rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Gather frames idx (B, L+1) into a batch dict; valid/first/last are (B, L+1) flags."""
+    mu = s.mu[idx].astype(np.float32)
+    sigma = np.exp(s.logvar[idx].astype(np.float32) / 2.0)
+    z = (mu + sigma * rng.standard_normal(mu.shape, dtype=np.float32)) * valid[..., None]
+    act = s.action[idx[:, :-1]] * valid[:, :-1, None]
+    v = valid.astype(np.float32)
+    return {
+        "z": z.astype(np.float32),
+        "action": act.astype(np.float32),
+        "restart": (first[:, :-1] & valid[:, :-1]).astype(np.float32),
+        "z_mask": v[:, 1:] * v[:, :-1],
+        "done_target": (last[:, :-1] & valid[:, :-1]).astype(np.float32),
+        "done_mask": v[:, :-1],
+    }
+
+
+class EpisodeBatches:
+    """`episodes` scheme: batch(step) → B random whole-episode windows (Car, §4)."""
+
+    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int, predict_done: bool):
+        self.s, self.b, self.seed = series, int(batch_size), int(seed)
+        self.window = int(seq_len)  # frames per window
+        self.steps = self.window if predict_done else self.window - 1  # input steps L
+
+    def batch(self, step: int) -> dict[str, np.ndarray]:
+        s, rng = self.s, np.random.default_rng([self.seed, 1, int(step)])
+        eps = rng.choice(s.n_episodes, self.b, replace=s.n_episodes < self.b)
+        n = np.minimum(s.lengths[eps], self.window)
+        off = rng.integers(0, s.lengths[eps] - n + 1)  # 0 when the episode fits the window
+        pos = np.arange(self.steps + 1)[None, :]
+        valid = pos < n[:, None]
+        local = off[:, None] + np.minimum(pos, n[:, None] - 1)
+        idx = s.starts[eps][:, None] + local
+        first = local == 0
+        last = local == s.lengths[eps][:, None] - 1
+        return _assemble(s, idx, valid, first & valid, last & valid, rng)
+
+
+class StreamBatches:
+    """`streams` scheme: epoch(e) → the chunks of B parallel streams, L inputs each (Doom, §4)."""
+
+    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int):
+        self.s, self.b, self.l, self.seed = series, int(batch_size), int(seq_len), int(seed)
+        # frames per row: n_chunks·L inputs + 1 final target; the tail that does not fit is dropped (§4)
+        self.n_chunks = max(1, (series.n_frames - 1) // (self.b * self.l))
+
+    def epoch_index(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(idx, valid, first, last) of shape (B, n_chunks·L + 1) for the shuffled stream of `epoch`."""
+        s = self.s
+        order = np.random.default_rng([self.seed, 2, int(epoch)]).permutation(s.n_episodes)
+        idx = np.concatenate([np.arange(s.starts[e], s.starts[e] + s.lengths[e]) for e in order])
+        first = np.concatenate([np.arange(s.lengths[e]) == 0 for e in order])
+        last = np.concatenate([np.arange(s.lengths[e]) == s.lengths[e] - 1 for e in order])
+        row = self.n_chunks * self.l
+        need = self.b * row + 1
+        valid = np.ones(need, bool)
+        if len(idx) < need:  # tiny data: pad the stream, masked
+            pad = need - len(idx)
+            valid[len(idx):] = False
+            idx, first, last = (np.concatenate([x, np.zeros(pad, x.dtype)]) for x in (idx, first, last))
+        rows = np.arange(self.b)[:, None] * row + np.arange(row + 1)[None, :]
+        return idx[rows], valid[rows], first[rows], last[rows]
+
+    def epoch(self, epoch: int, start_chunk: int = 0) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+        """Yield (chunk index, batch) for chunks start_chunk … n_chunks−1 of `epoch`."""
+        idx, valid, first, last = self.epoch_index(epoch)
+        for i in range(start_chunk, self.n_chunks):
+            sl = slice(i * self.l, (i + 1) * self.l + 1)
+            rng = np.random.default_rng([self.seed, 3, int(epoch), i])
+            yield i, _assemble(self.s, idx[:, sl], valid[:, sl], first[:, sl], last[:, sl], rng)

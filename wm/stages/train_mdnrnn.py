@@ -1,0 +1,159 @@
+"""`train-mdnrnn`: train M on `series/` as the authors did (paper_settings §4), then write a dream preview GIF.
+
+`mdnrnn.batching`: `episodes` (Car: `mdnrnn.steps` steps of B random whole episodes) or `streams` (Doom:
+`mdnrnn.epochs` epochs of B parallel streams in `seq_len` chunks with the LSTM state carried between chunks).
+Adam (ε `adam_eps`), clip by value `grad_clip`, lr = (lr − lr_min)·decay^step + lr_min (§4).
+
+Outputs in `mdnrnn/`: `mdnrnn.weights.h5` + `model.json` (sizes), `checkpoint.npz` (+ `carry.npz`, the carried
+stream state) while training, `dream_preview.gif`, `DONE`. A rerun resumes from the checkpoint with the same
+batches (they are a function of (run.seed, step)). Metrics: `mdnrnn/step`, `mdnrnn/epoch`, `mdnrnn/nll`,
+`mdnrnn/done_loss`, `mdnrnn/lr`, `mdnrnn/steps_per_s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from wm.config import Config
+from wm.errors import WMError
+from wm.metrics import make_logger
+from wm.rundir import RunDir, atomic_savez
+
+PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    pass
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """Train M on the run's series and write weights, the preview GIF and DONE."""
+    if not run.is_done("encode"):
+        raise WMError(f"{run.stage_dir('encode')}/DONE missing: run encode first")
+    from wm import tf_setup
+
+    tf = tf_setup.setup()
+    from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
+    from wm.dream import action_dim
+    from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step, save_config
+    from wm.training import Checkpoint, Rate, check_finite, save_weights
+
+    m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
+    if m_cfg.batching not in ("episodes", "streams"):
+        raise WMError(f"mdnrnn.batching must be episodes or streams, got {m_cfg.batching!r}")
+    a_dim = action_dim(cfg)
+    with make_logger(run, "train-mdnrnn") as log:
+        series = load_series(run.stage_dir("encode"), cfg.vae.z_dim, a_dim, log)
+        log.info("series: %d episodes, %d frames", series.n_episodes, series.n_frames)
+        import keras
+
+        keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
+        model = MDNRNN(cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done)
+        opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
+        ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
+        state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}
+        if state["step"]:
+            log.info("resuming at step %d (epoch %d, chunk %d)", state["step"], state["epoch"], state["chunk"])
+        train_step = make_train_step(model, opt, m_cfg.done_weight)
+        rate = Rate()
+
+        def one(batch, carry):
+            nll, done_loss, final = train_step({k: tf.constant(v) for k, v in batch.items()}, carry)
+            nll, done_loss = float(nll), float(done_loss)
+            check_finite(nll + done_loss, state["step"] + 1, ckpt)
+            state["step"] += 1
+            rate.add(1)
+            log.scalars(state["step"], {"mdnrnn/step": state["step"], "mdnrnn/epoch": state["epoch"], "mdnrnn/nll": nll,
+                                        "mdnrnn/done_loss": done_loss, "mdnrnn/lr": float(opt.learning_rate),
+                                        "mdnrnn/steps_per_s": rate.read()}, console=10.0)
+            return final, nll, done_loss
+
+        last = (float("nan"), float("nan"))
+        if m_cfg.batching == "episodes":
+            batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done)
+            while state["step"] < m_cfg.steps:
+                _, *last = one(batches.batch(state["step"]), model.initial_state(m_cfg.batch_size))
+                if state["step"] % m_cfg.checkpoint_every == 0:
+                    ckpt.save(state)
+        else:
+            batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed)
+            log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
+            carry = _load_carry(out / "carry.npz", state, model, m_cfg.batch_size)
+            while state["epoch"] < m_cfg.epochs:
+                for i, batch in batches.epoch(state["epoch"], state["chunk"]):
+                    carry, *last = one(batch, carry)  # the state carries over to the next chunk (§4)
+                    state["chunk"] = i + 1
+                    if state["step"] % m_cfg.checkpoint_every == 0:
+                        _save(out, ckpt, state, carry)
+                state["epoch"], state["chunk"] = state["epoch"] + 1, 0
+                carry = model.initial_state(m_cfg.batch_size)  # zero state at each epoch start (§4)
+            _save(out, ckpt, state, carry)
+        ckpt.save(state)
+        save_weights(model, out / "mdnrnn.weights.h5")
+        save_config(model, out / "model.json")
+        try:
+            preview(cfg, run, model, log)
+        except WMError as e:
+            log.warning("no dream preview: %s", e)
+        info = {"mdnrnn/step": state["step"], "mdnrnn/nll": last[0], "mdnrnn/done_loss": last[1],
+                "params": int(model.count_params())}
+        run.mark_done("train-mdnrnn", info)
+        log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
+
+
+def _save(out, ckpt, state: dict, carry) -> None:
+    # carry first, tagged with its step: a kill between the two writes leaves a carry that does not match the
+    # checkpoint, which `_load_carry` then ignores (zero state, a harmless restart of the stream).
+    atomic_savez(out / "carry.npz", compressed=False, step=np.array(state["step"]), c=carry[0].numpy(), h=carry[1].numpy())
+    ckpt.save(state)
+
+
+def _load_carry(path, state: dict, model, batch: int):
+    import tensorflow as tf
+
+    if state["chunk"] and path.exists():
+        with np.load(path) as f:
+            if int(f["step"]) == state["step"] and f["c"].shape == (batch, model.hidden):
+                return tf.constant(f["c"]), tf.constant(f["h"])
+    return model.initial_state(batch)
+
+
+def preview(cfg: Config, run: RunDir, model, log) -> None:
+    """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
+    from wm.dream import DreamEnv, load_initial_z
+    from wm.media import save_gif
+    from wm.models.controller import Controller
+
+    n = int(cfg.mdnrnn.preview_episodes)
+    vae_path = run.stage_dir("train-vae") / "vae.weights.h5"
+    if n <= 0:
+        return
+    if not vae_path.exists():
+        raise WMError(f"{vae_path} not found")
+    from wm.models.vae import load_vae
+
+    vae = load_vae(vae_path, cfg.vae.z_dim)
+    mu, logvar = load_initial_z(run.stage_dir("encode") / "initial_z.npz")
+    ctrl = Controller.from_config(cfg, model.action_dim)
+    steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
+    env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps)
+    rng = np.random.default_rng([cfg.run.seed, 4])
+    rollouts = []
+    for ep in range(n):
+        env.reset(seed=int(rng.integers(2**31)))
+        zs = [env.z]
+        for _ in range(steps):
+            a = ctrl.postprocess(rng.uniform(-1.0, 1.0, (1, ctrl.action_dim)).astype(np.float32))
+            _, _, term, trunc, _ = env.step(a)
+            zs.append(env.z)
+            if term or trunc:
+                break
+        frames = np.asarray(vae.decode(np.stack(zs).astype(np.float32)))
+        rollouts.append(frames)
+    t_max = max(len(f) for f in rollouts)
+    # finished rollouts hold their last frame so the panels stay in step
+    padded = [np.concatenate([f, np.repeat(f[-1:], t_max - len(f), 0)]) for f in rollouts]
+    save_gif(run.stage_dir("train-mdnrnn") / "dream_preview.gif", np.concatenate(padded, axis=2))
+    log.info("dream preview: %d rollouts, %d frames", n, t_max)
