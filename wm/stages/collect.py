@@ -13,14 +13,18 @@ an env seed and a policy generator; the first attempt with more than `collect.mi
 config, never on the number of workers or on which run of the command wrote it.
 
 Resume: files already in the target range that open are kept; a corrupt one is reported by name and rewritten;
-leftover `.tmp-*` files of a killed run are removed. Files are written atomically by the workers themselves.
+leftover `.tmp-*` files of a killed run are removed. Files are written atomically by the workers themselves (a
+writer thread per worker overlaps compression with the next episode; progress counts an episode when it is
+handed to that thread, and the stage re-checks every file on disk before writing DONE).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import queue
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -75,6 +79,36 @@ def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False
 _W: dict[str, Any] = {}
 
 
+class _Writer:
+    """One background thread per worker that compresses and writes the previous episode while the next one runs.
+
+    zlib releases the GIL and `np.savez_compressed` costs about as much per frame as a Doom step, so this keeps a
+    single worker's env busy. At most one episode waits (bounded memory); `close()` drains it at worker exit.
+    """
+
+    def __init__(self) -> None:
+        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while (item := self.q.get()) is not None:
+            try:
+                write_episode(item[0], **item[1])
+            except BaseException as e:  # surfaced by the next put(); the file is simply missing (atomic write)
+                self.error = e
+
+    def put(self, path: Path, ep: dict[str, np.ndarray]) -> None:
+        if self.error is not None:
+            raise self.error
+        self.q.put((path, ep))
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
+
+
 def _sigterm(signum, frame) -> None:
     raise SystemExit(0)
 
@@ -90,8 +124,10 @@ def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
     signal.signal(signal.SIGTERM, _sigterm)
     cfg = Config(cfg_dict)
     env = make_env(cfg)
+    writer = _Writer()
     Finalize(env, env.close, exitpriority=10)
-    _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name))
+    Finalize(writer, writer.close, exitpriority=20)  # higher runs first: pending episode written before exit
+    _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name), writer=writer)
 
 
 def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.ndarray], int, int]:
@@ -112,7 +148,7 @@ def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.n
 def _work(slot: int) -> tuple[int, int, int, int, float]:
     t0 = time.perf_counter()
     ep, attempts, steps = collect_slot(_W["cfg"], _W["env"], _W["adim"], slot)
-    write_episode(_W["folder"] / episode_name(slot), **ep)
+    _W["writer"].put(_W["folder"] / episode_name(slot), ep)
     return slot, len(ep["done"]), attempts, steps, time.perf_counter() - t0
 
 
