@@ -20,6 +20,7 @@ from pathlib import Path
 
 # Repo root, put on PYTHONPATH so `python -m wm` works from any working directory.
 ROOT = Path(__file__).resolve().parent.parent
+READ_CHUNK = 1 << 20  # bytes of output read per step, so a burst of output never lands in memory at once
 
 
 def default_python() -> list[str]:
@@ -167,9 +168,11 @@ async def follow(
         try:
             with open(path, "rb") as f:
                 f.seek(offset)
-                chunk = f.read()
+                chunk = f.read(READ_CHUNK)
         except FileNotFoundError:
             chunk = b""
+        if len(chunk) == READ_CHUNK:
+            done = False  # more to read: go round again without sleeping
         offset += len(chunk)
         buf += chunk
         *complete, buf = buf.split(b"\n")
@@ -179,4 +182,4 @@ async def follow(
             if buf:
                 yield _text(buf)
             return
-        await asyncio.sleep(interval)
+        await asyncio.sleep(interval if len(chunk) < READ_CHUNK else 0)

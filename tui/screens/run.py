@@ -48,6 +48,7 @@ class RunScreen(Screen[None]):
         self.states: dict[str, str] = {}
         self.tail: MetricsTail | None = None
         self.series = Series()
+        self.reported: set[int] = set()  # launched processes whose exit has been notified
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -105,8 +106,14 @@ class RunScreen(Screen[None]):
                 mark = "▶"
                 if state != "running":
                     state = "stopping" if proc.stopping else "starting"
-            elif proc is not None and proc.poll() not in (None, 0) and state != "done" and not proc.stopping:
-                state = f"{state[:9]} ✗{proc.poll()}"  # failed: the exit code; the Output pane has the error
+            elif proc is not None:
+                code = proc.poll()
+                if code not in (0, None) and not proc.stopping:
+                    mark = "✗"  # failed; the Output pane has the error line
+                if id(proc) not in self.reported:
+                    self.reported.add(id(proc))
+                    how = "stopped" if proc.stopping else "finished" if code == 0 else f"failed (exit code {code})"
+                    self.notify(f"{verb} {how}", severity="error" if how.startswith("failed") else "information")
             self.states[verb] = state
             table.update_cell(verb, "mark", mark)
             table.update_cell(verb, "state", state)
