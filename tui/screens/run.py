@@ -6,23 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Label, Log, Sparkline, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedContent, TabPane
 
 from tui.model import PLOTS, MetricsTail, Series, figures_text, fmt
-from tui.process import follow
 from tui.screens.launch import LaunchRequest, LaunchScreen
+from tui.widgets.follow_log import FollowLog
 from tui.widgets.plot import LinePlot
 from wm.rundir import STAGES, RunDir, stage
 
 if TYPE_CHECKING:
     from tui.app import WMApp
 
-TAIL_BYTES = 64_000  # how much of an existing output/log file is shown when a stage is selected
 MAX_LINES = 2000  # the panes' bound on memory
 
 
@@ -56,7 +55,7 @@ class RunScreen(Screen[None]):
         yield DataTable(id="stages", cursor_type="row", zebra_stripes=False)
         with TabbedContent(id="panes", initial="output"):
             with TabPane("Output", id="output"):
-                yield Log(max_lines=MAX_LINES, id="output-log")
+                yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="output-log")
             with TabPane("Metrics", id="metrics"):
                 with Horizontal():
                     with Vertical(id="plots"):
@@ -65,7 +64,7 @@ class RunScreen(Screen[None]):
                         yield Sparkline([], id="rate")
                     yield DataTable(id="latest", cursor_type="none", show_cursor=False)
             with TabPane("Log file", id="logfile"):
-                yield Log(max_lines=MAX_LINES, id="file-log")
+                yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="file-log")
             with TabPane("Config", id="config"):
                 yield Static(id="config-text")
         yield Footer()
@@ -180,33 +179,14 @@ class RunScreen(Screen[None]):
     def console_path(self, verb: str) -> Path:
         return self.run.path / "logs" / f"{stage(verb).name}.console"
 
-    @work(exclusive=True, group="follow-output", exit_on_error=False)
-    async def follow_output(self) -> None:
+    def follow_output(self) -> None:
         """Stream the selected stage's console output (launched now or earlier) into the Output pane."""
-        await self._follow(self.console_path(self.verb), self.query_one("#output-log", Log),
-                           f"no output yet for {self.verb}: press l to launch it")
+        self.query_one("#output-log", FollowLog).follow(self.console_path(self.verb), f"no output yet for {self.verb}: press l to launch it")
 
-    @work(exclusive=True, group="follow-logfile", exit_on_error=False)
-    async def follow_logfile(self) -> None:
+    def follow_logfile(self) -> None:
         """Stream the selected stage's logs/<stage>.log into the Log file pane."""
         path = self.run.log_path(self.verb)
-        await self._follow(path, self.query_one("#file-log", Log), f"{path} does not exist yet")
-
-    async def _follow(self, path: Path, log: Log, empty: str) -> None:
-        log.clear()
-        offset = 0
-        if path.exists():
-            offset = max(0, path.stat().st_size - TAIL_BYTES)
-            if offset:
-                log.write_line(f"… (showing the end of {path})")
-        else:
-            log.write_line(empty)
-        skip = offset > 0  # the first line after a mid-file seek is partial
-        async for line in follow(path, offset, interval=self.app.poll_interval / 4):
-            if skip:
-                skip = False
-                continue
-            log.write_line(line)
+        self.query_one("#file-log", FollowLog).follow(path, f"{path} does not exist yet")
 
     # ------------------------------------------------------------------ actions
     def action_tab(self, pane: str) -> None:

@@ -1,0 +1,44 @@
+"""A Log pane that follows a growing text file (a stage's console output or its logs/<stage>.log)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.widgets import Log
+
+from tui.process import follow
+
+TAIL_BYTES = 64_000  # how much of an existing file is shown when following starts
+
+
+class FollowLog(Log):
+    """Shows the end of a file and then every line appended to it; memory is bounded by `max_lines`.
+
+    `follow(path)` replaces whatever was followed before (one exclusive worker per widget), so switching
+    stages never leaves a stale reader behind; the worker dies with the widget.
+    """
+
+    def __init__(self, max_lines: int = 2000, poll: float = 0.1, *, id: str | None = None):
+        super().__init__(max_lines=max_lines, id=id)
+        self.poll = poll
+        self.path: Path | None = None
+
+    @work(exclusive=True, group="follow", exit_on_error=False)
+    async def follow(self, path: Path, empty: str = "") -> None:
+        """Clear the pane, show the last TAIL_BYTES of `path` (or `empty` if it does not exist), then follow it."""
+        self.path = Path(path)
+        self.clear()
+        offset = 0
+        if self.path.exists():
+            offset = max(0, self.path.stat().st_size - TAIL_BYTES)
+            if offset:
+                self.write_line(f"… (showing the end of {self.path})")
+        elif empty:
+            self.write_line(empty)
+        skip = offset > 0  # the first line after a mid-file seek is partial
+        async for line in follow(self.path, offset, interval=self.poll):
+            if skip:
+                skip = False
+                continue
+            self.write_line(line)
