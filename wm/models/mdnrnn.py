@@ -190,7 +190,7 @@ def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_w
             total, nll, done_loss = model.loss_terms(out, z[:, 1:], batch["z_mask"], batch.get("done_target"),
                                                      batch.get("done_mask"), done_weight)
         grads = tape.gradient(total, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return nll, done_loss, final
 
     return train_step

@@ -141,7 +141,7 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps)
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
-    for ep in range(n):
+    for _ in range(n):
         env.reset(seed=int(rng.integers(2**31)))
         zs = [env.z]
         for _ in range(steps):

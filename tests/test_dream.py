@@ -1,0 +1,125 @@
+"""The dream (paper_settings §5): batched evaluator vs single DreamEnv, determinism, batch independence, caps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+from wm.dream import DreamEnv, DreamEvaluator, load_dream, uniform  # noqa: E402
+from wm.errors import WMError  # noqa: E402
+from wm.models.controller import Controller  # noqa: E402
+from wm.models.mdnrnn import MDNRNN  # noqa: E402
+
+CAP = 40
+
+
+@pytest.fixture(scope="module")
+def world():
+    import keras
+
+    keras.utils.set_random_seed(0)
+    m = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    rng = np.random.default_rng(0)
+    # a done logit that fires now and then, so episodes end at different steps
+    b = m.out_bias.numpy()
+    b[0] = -2.0
+    m.out_bias.assign(b)
+    w = m.out_kernel.numpy()
+    w[:, 0] = rng.normal(0, 3.0, 12)
+    m.out_kernel.assign(w)
+    c = Controller("zch", 6, 12, 1, bias=False)
+    mu0 = rng.normal(size=(5, 6)).astype(np.float32)
+    lv0 = np.full((5, 6), -2.0, np.float32)
+    return m, c, mu0, lv0
+
+
+def _params(c, p, seed=1):
+    return np.random.default_rng(seed).normal(0, 0.5, (p, c.n_params)).astype(np.float32)
+
+
+def test_evaluator_matches_dream_env_on_the_same_seed(world):
+    m, c, mu0, lv0 = world
+    ev = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=3)
+    params = _params(c, 3)
+    seeds = np.arange(12, dtype=np.int64).reshape(3, 4) * 7919 + 11
+    returns, lengths = ev.evaluate(params, seeds)
+    assert returns.dtype == np.float64 and lengths.dtype == np.int64 and returns.shape == (3, 4)
+    assert len(set(lengths.ravel())) > 1 and lengths.max() <= CAP and lengths.min() >= 1
+    np.testing.assert_array_equal(returns, lengths)  # +1 per step including the terminal one (§5)
+    env = DreamEnv(m, c, mu0, lv0, 1.25, CAP)
+    for p in range(3):
+        for k in range(4):
+            env.reset(seed=int(seeds[p, k]), params=params[p])
+            total, done = 0.0, False
+            while not done:
+                _, r, term, trunc, _ = env.step()
+                total += r
+                done = term or trunc
+            assert total == returns[p, k], (p, k)
+
+
+def test_deterministic_and_independent_of_the_batch(world):
+    m, c, mu0, lv0 = world
+    ev = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=1)
+    params = _params(c, 4, seed=2)
+    seeds = np.random.default_rng(5).integers(0, 2**62, (4, 3))
+    r1, l1 = ev.evaluate(params, seeds)
+    r2, l2 = ev.evaluate(params, seeds)
+    np.testing.assert_array_equal(l1, l2)
+    # the same (params, seed) pairs in another order and another batch size give the same episodes
+    r3, l3 = ev.evaluate(params[[2, 0]], seeds[[2, 0]][:, ::-1].copy())
+    np.testing.assert_array_equal(l3, l1[[2, 0]][:, ::-1])
+    r4, l4 = ev.evaluate(params[1:2], seeds[1:2, 1:2])
+    assert l4[0, 0] == l1[1, 1]
+    # different seeds give different episodes
+    _, l5 = ev.evaluate(params, seeds + 1)
+    assert (l5 != l1).any()
+
+
+def test_cap_and_start_states(world):
+    m, c, mu0, lv0 = world
+    never = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    never.set_weights(m.get_weights())
+    b = never.out_bias.numpy()
+    b[0] = -1e4
+    never.out_bias.assign(b)
+    ev = DreamEvaluator(never, c, mu0, lv0, 1.0, 17)
+    r, n = ev.evaluate(_params(c, 2), np.array([[1, 2], [3, 4]]))
+    assert (n == 17).all() and (r == 17).all()
+    env = DreamEnv(never, c, mu0, lv0, 1.0, 17)
+    env.reset(seed=3)
+    # the start z is μ + σ·ε of one initial_z entry (σ = e^{−1}: within 5σ of some μ)
+    assert np.min(np.abs(env.z[None] - mu0).max(-1)) < 5 * np.exp(-1.0)
+    for _ in range(16):
+        assert env.step(np.zeros(1))[3] is False
+    assert env.step(np.zeros(1))[3] is True  # truncated at the cap
+
+
+def test_hash_rng_is_uniform_and_keyed():
+    u = uniform(tf.constant(np.arange(2000), tf.int64), tf.constant(7, tf.int64), 3, 16).numpy()
+    assert 0.0 < u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.01 and abs(u.std() - np.sqrt(1 / 12)) < 0.01
+    v = uniform(tf.constant(np.arange(2000), tf.int64), tf.constant(8, tf.int64), 3, 16).numpy()
+    assert abs(np.corrcoef(u.ravel(), v.ravel())[0, 1]) < 0.03
+
+
+def test_car_controller_actions_are_post_processed(world):
+    m = MDNRNN(6, 3, 12, num_mixtures=3)
+    c = Controller("zh", 6, 12, 3, bias=True)
+    ev = DreamEvaluator(m, c, np.zeros((2, 6)), np.zeros((2, 6)), 0.7, 5)
+    r, n = ev.evaluate(_params(c, 2), np.array([[1], [2]]))
+    assert (n == 5).all()  # no done head: episodes run to the cap
+    env = DreamEnv(m, c, np.zeros((2, 6)), np.zeros((2, 6)), 0.7, 5, params=_params(c, 1)[0])
+    env.reset(seed=1)
+    a = env.step()[4]["action"]
+    assert 0.0 <= a[1] <= 1.0 and 0.0 <= a[2] <= 1.0
+
+
+def test_load_dream_refuses_missing_files(tmp_path):
+    from wm.config import defaults
+    from wm.rundir import RunDir
+
+    with pytest.raises(WMError, match="M weights"):
+        load_dream(defaults(), RunDir(tmp_path))
