@@ -12,7 +12,6 @@ TensorFlow is imported inside the functions (this module sits under `wm/data`, n
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -87,10 +86,6 @@ def frame_dataset(paths: Sequence[Path], batch_size: int, *, seed: int = 0, epoc
     return ds.prefetch(tf.data.AUTOTUNE).with_options(opts)
 
 
-def count_frames(lengths: Sequence[int]) -> int:
-    return int(sum(lengths))
-
-
 def val_subset(paths: Sequence[Path], lengths: Sequence[int], max_frames: int) -> list[Path]:
     """The first validation episodes holding at most `max_frames` frames (at least one); 0 = all."""
     if max_frames <= 0:
@@ -102,7 +97,3 @@ def val_subset(paths: Sequence[Path], lengths: Sequence[int], max_frames: int) -
         out.append(p)
         total += n
     return out
-
-
-def ceil_div(a: int, b: int) -> int:
-    return int(math.ceil(a / b))
