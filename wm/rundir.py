@@ -92,10 +92,20 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, **arrays: np.ndarray) -> None:
-    """`np.savez[_compressed]` to a temporary name, then rename."""
+def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, level: int = 1, **arrays: np.ndarray) -> None:
+    """An `.npz` (readable by `np.load`) written to a temporary name, then renamed.
+
+    Deflate level 1 instead of NumPy's default 6: on episode frames it is ~4× faster for ~10 % larger files,
+    which matters when collection workers share the cores with the games (measured in bench/collect.py).
+    """
+    import zipfile
+
     buf = io.BytesIO()
-    (np.savez_compressed if compressed else np.savez)(buf, **arrays)
+    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buf, "w", compression=mode, compresslevel=level if compressed else None) as zf:
+        for name, arr in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
     atomic_write_bytes(path, buf.getvalue())
 
 
