@@ -239,6 +239,9 @@ def test_form_shows_resolved_config_and_wrong_key_error(tmp_path):
             await pilot.pause()
             assert form.query_one("#go").disabled
             assert "unknown config key 'vae.epoch'" in str(form.query_one("#launch-error").render())
+            form.query_one("#sets").value = "vae.epochs=[1]"  # brackets in the message are shown, not parsed as markup
+            await pilot.pause()
+            assert "value [1] is not of type int" in str(form.query_one("#launch-error").render())
             await pilot.press("enter")  # refused: still on the form, nothing launched
             assert isinstance(app.screen, LaunchScreen) and app.process(run.path, "train-vae") is None
             await pilot.press("escape")

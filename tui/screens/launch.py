@@ -11,6 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
 
@@ -64,8 +65,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                         yield Checkbox("--force (redo)", id="force", compact=True)
             yield Static(id="launch-error")
             with VerticalScroll(id="launch-config"):
-                yield Static(id="resolved")
-            yield Static(id="command")
+                yield Static(id="resolved", markup=False)
+            yield Static(id="command", markup=False)
             with Horizontal(classes="buttons"):
                 yield Button("Resume (enter)" if self.resume else "Launch (enter)", id="go", variant="success", compact=True)
                 yield Button("Cancel (esc)", id="cancel", compact=True)
@@ -96,7 +97,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             argv = self.command(req)
         except Exception as e:  # WMError, a bad shlex quote, bad ranks: all shown as one line
             self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
-            error_w.update(f"[b red]error:[/] {self.error}")
+            error_w.update(f"[b red]error:[/] {escape(self.error)}")
             error_w.display = True
             resolved_w.update("")
             command_w.update("")

@@ -10,6 +10,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.markup import escape
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedContent, TabPane
 
@@ -66,7 +67,7 @@ class RunScreen(Screen[None]):
             with TabPane("Log file", id="logfile"):
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="file-log")
             with TabPane("Config", id="config"):
-                yield Static(id="config-text")
+                yield Static(id="config-text", markup=False)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -88,6 +89,12 @@ class RunScreen(Screen[None]):
     # ------------------------------------------------------------------ polling the run dir
     def poll(self) -> None:
         """Read states, key figures and new metrics from the run directory (cheap: a few stats and tails)."""
+        try:
+            self._poll()
+        except Exception as e:  # a file caught mid-rewrite must not take the UI down; the next tick retries
+            self.query_one("#run-title", Static).update(f"[b]run[/b] {self.run.path}  [red]read error: {escape(str(e))}[/red]")
+
+    def _poll(self) -> None:
         from wm.status import stage_rows
 
         cfg = None
