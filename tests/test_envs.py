@@ -202,9 +202,9 @@ def test_make_policy_from_config():
 def test_doom_frames_cap_and_skill(mode):
     from wm.envs import make_env
 
-    env = make_env(load(["doom_takecover"], [f"env.preprocess={mode}", "env.max_steps=5"]), seed=1, keep_raw=True)
+    env = make_env(load(["doom_takecover"], [f"env.preprocess={mode}", "env.max_steps=5", "env.doom_skill=5"]), seed=1, keep_raw=True)
     try:
-        assert env.game.get_doom_skill() == 5
+        assert env.game.get_doom_skill() == 5  # the configured skill reaches the game (not the cfg file's 4)
         assert env.action_space.shape == (1,) and env.action_space.low[0] == -1 and env.action_space.high[0] == 1
         obs, info = env.reset()
         assert obs.shape == (64, 64, 3) and obs.dtype == np.uint8 and info["raw"].shape == (240, 320, 3)
