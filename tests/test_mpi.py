@@ -1,0 +1,95 @@
+"""`mpirun -n 3 python -m wm train-controller` with the toy fitness: same history as the serial run, faults
+(a task raising once, a task hanging past the timeout) absorbed and logged, SIGTERM → checkpoint, every rank
+gone, and the rerun resumes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wm.rundir import RunDir, read_jsonl
+
+pytestmark = pytest.mark.mpi
+
+MPIRUN = str(Path(sys.executable).with_name("mpirun"))
+TIMING = {"es/elapsed", "es/evals_per_s", "time"}
+
+
+def cmd(run: Path, *sets: str, ranks: int = 3) -> list[str]:
+    base = [sys.executable, "-m", "wm", "train-controller", "--configs", "doom_takecover", "tiny", "--run", str(run),
+            "--set", "es.fitness=toy", "es.generations=3", "es.eval_every=2", *sets]
+    return [MPIRUN, "-n", str(ranks), *base] if ranks > 1 else base
+
+
+def history(run: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_jsonl(RunDir(run).metrics_path("train-controller"))]
+
+
+def session_pids(sid: int) -> list[int]:
+    out = subprocess.run(["ps", "-eo", "pid=,sid="], capture_output=True, text=True).stdout.split()
+    return [int(p) for p, s in zip(out[::2], out[1::2], strict=True) if int(s) == sid]
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory) -> Path:
+    run = tmp_path_factory.mktemp("serial") / "run"
+    subprocess.run(cmd(run, ranks=1), check=True, capture_output=True, timeout=120)
+    return run
+
+
+def test_three_ranks_match_the_serial_run(tmp_path, repo_root, serial):
+    run = tmp_path / "mpi"
+    p = subprocess.run(cmd(run), capture_output=True, text=True, timeout=120, cwd=repo_root)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "MPI pool: 2 worker ranks ready" in p.stdout
+    assert history(run) == history(serial) and len(history(run)) == 3
+    assert RunDir(run).is_done("train-controller")
+
+
+def test_raising_and_hanging_tasks(tmp_path, repo_root, serial):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    (faults / "raise-1").write_text("")
+    (faults / "hang-4").write_text("4")  # sleeps 4 s once; the timeout is 1 s
+    run = tmp_path / "mpi"
+    env = {**os.environ, "WM_TOY_FAULTS": str(faults)}
+    p = subprocess.run(cmd(run, "es.task_timeout=1.0"), capture_output=True, text=True, timeout=120, cwd=repo_root, env=env)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    log = RunDir(run).log_path("train-controller").read_text()
+    assert re.search(r"task 0 raised on rank \d \(attempt 1/3\): RuntimeError: injected fault for member 1 .*; retrying", log)
+    assert re.search(r"task 2 on rank \d exceeded the 1 s timeout; re-dispatched to another rank", log)
+    assert not list(faults.iterdir())
+    assert history(run) == history(serial)  # the faults changed nothing but the time taken
+
+
+def test_sigterm_checkpoints_stops_every_rank_and_resumes(tmp_path, repo_root):
+    run = tmp_path / "mpi"
+    proc = subprocess.Popen(cmd(run, "es.generations=100000", "es.eval_every=1000"), cwd=repo_root, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    metrics = RunDir(run).metrics_path("train-controller")
+    deadline = time.time() + 60
+    while time.time() < deadline and len(read_jsonl(metrics)) < 3:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)  # Hydra forwards it to every rank
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    deadline = time.time() + 10
+    while session_pids(proc.pid) and time.time() < deadline:
+        time.sleep(0.2)
+    assert session_pids(proc.pid) == [], "orphan processes left"
+    log = RunDir(run).log_path("train-controller").read_text()
+    assert "stopped at generation" in log, out[-2000:]
+    done = len(history(run))
+    assert (run / "controller" / "es_state.pkl").exists() and not RunDir(run).is_done("train-controller")
+
+    p = subprocess.run(cmd(run, f"es.generations={done + 2}", "es.eval_every=1000"), capture_output=True, text=True,
+                       timeout=120, cwd=repo_root)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert [r["es/generation"] for r in history(run)] == list(range(1, done + 3))
