@@ -4,6 +4,7 @@ learning sanity, the train-mdnrnn stage (resume equivalence, refusals)."""
 from __future__ import annotations
 
 import argparse
+import json
 
 import numpy as np
 import pytest
@@ -285,3 +286,20 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching):
     m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     m2 = load_mdnrnn(run2.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     np.testing.assert_allclose(m1.lstm_kernel_h.numpy(), m2.lstm_kernel_h.numpy(), atol=1e-6)
+
+
+def test_stage_writes_dream_preview_gif(tmp_path):
+    from PIL import Image
+
+    from wm.models.vae import ConvVAE
+    from wm.stages import train_mdnrnn
+    from wm.training import save_weights
+
+    cfg, run = _stage_run(tmp_path, "episodes", steps=1, preview_episodes=2)
+    cfg = update(cfg, {"dream": {"max_steps": 5}})
+    run.mark_done("encode", {})
+    save_weights(ConvVAE(4), run.stage_dir("train-vae") / "vae.weights.h5")
+    train_mdnrnn.run(cfg, run, argparse.Namespace())
+    gif = Image.open(run.stage_dir("train-mdnrnn") / "dream_preview.gif")
+    assert gif.size == (2 * 64, 64) and 2 <= gif.n_frames <= 6
+    assert json.loads((run.stage_dir("train-mdnrnn") / "DONE").read_text())["mdnrnn/step"] == 1

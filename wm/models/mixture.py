@@ -5,9 +5,12 @@ M's head returns plain tensors: per latent dimension K log-mix weights (log-soft
 `MixtureSameFamily(Categorical(logits), Normal(mu, sigma))` with batch shape [..., z_dim] (§10.13), for
 
 * `mixture_nll`: −log Σ_k π_k N(z; μ_k, σ_k), averaged over the unmasked (batch · time · dims) entries (§4);
-* `tempered` / `sample_mixture`: the dream sampler of §4 — logits / τ, σ·√τ, one component per dimension picked
-  by inverse CDF of a uniform draw, then μ_k + σ_k·√τ·ε. The uniforms and normals come from the caller so the
-  dream can key them by (episode seed, step) and an episode never depends on the batch it runs in.
+* `tempered`: the dream's distribution of §4 — `Categorical(logits / τ)`, `Normal(μ, σ·√τ)` (§10.13);
+* `sample_mixture`: one draw from `tempered` as the authors draw it — one component per dimension picked by
+  inverse CDF of a uniform, then μ_k + σ_k·√τ·ε — written out in plain ops for the dream's inner loop (a tested
+  twin of `tempered`; TFP's softmax/cumsum over K = 5 cost more than the rest of the step). The uniforms and
+  normals come from the caller, so the dream keys them by (episode seed, step) and an episode never depends
+  on the batch it runs in.
 """
 
 from __future__ import annotations

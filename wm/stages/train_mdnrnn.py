@@ -53,6 +53,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         model = MDNRNN(cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
+        if getattr(args, "force", False):  # --force redoes the training, it does not continue it
+            ckpt.delete()
+            (out / "carry.npz").unlink(missing_ok=True)
         state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}
         if state["step"]:
             log.info("resuming at step %d (epoch %d, chunk %d)", state["step"], state["epoch"], state["chunk"])
