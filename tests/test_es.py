@@ -140,3 +140,33 @@ def test_refuses_without_upstream(tmp_path):
     with pytest.raises(WMError, match="train-mdnrnn"):
         stage(toy_cfg(**{"es.fitness": "dream"}), run.path)
     assert not (run.path / "controller" / "es_state.pkl").exists()
+
+
+@pytest.mark.env
+def test_real_rollouts_depend_only_on_seed_and_params():
+    """Random-weight V/M in real Doom: the same (params, seed) episode gives the same return whichever slot and
+    batch it runs in (2 envs stepped together vs 1), and a different member gets its own parameters."""
+    from wm import tf_setup
+
+    tf_setup.setup(threads=1, gpu=False)
+    from wm.models.controller import Controller
+    from wm.models.mdnrnn import MDNRNN
+    from wm.models.vae import ConvVAE
+    from wm.rollout import RealEvaluator
+
+    cfg = C.load(["doom_takecover", "tiny"], ["env.max_steps=60"])
+    vae, m = ConvVAE(cfg.vae.z_dim), MDNRNN(cfg.vae.z_dim, 1, cfg.mdnrnn.hidden, 5, True)
+    m.step(np.zeros((1, cfg.vae.z_dim), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
+    ctl = Controller.from_config(cfg, 1)
+    params = np.random.default_rng(0).normal(0, 1.0, (2, ctl.n_params))
+    seeds = np.array([[3, 4, 5], [3, 4, 5]])
+    two, one = RealEvaluator(cfg, vae, m, ctl, n_envs=2), RealEvaluator(cfg, vae, m, ctl, n_envs=1)
+    try:
+        r2, l2 = two.evaluate(params, seeds, record=1)
+        r1, l1 = one.evaluate(params[1:], seeds[1:, ::-1])
+    finally:
+        two.close()
+        one.close()
+    np.testing.assert_array_equal(r2[1], r1[0, ::-1])
+    np.testing.assert_array_equal(l2, r2.astype(np.int64))  # TakeCover: +1 per step survived
+    assert (l2 <= 60).all() and len(two.frames) == 1 and len(two.frames[0]) == l2[0, 0] + 1

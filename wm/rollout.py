@@ -1,0 +1,162 @@
+"""Real-env rollouts of the full agent (V + M + C), several envs stepped together so V and M run batched.
+
+`RealEvaluator.evaluate(params (P, n), seeds (P, K)) -> (returns (P, K), lengths (P, K))`, the same signature as
+the dream's evaluator: every (member, seed) episode is queued and `n_envs` envs take the next episode as they
+finish one, so short episodes do not leave a slot idle. Per step, for all slots at once, one compiled graph does
+(paper_settings.md §6): encode obs_t with V → z_t = μ + σ·ε (a **sampled** z, not μ; ε from the episode's seed)
+→ a_t = C([z_t, state_t]) with each slot's own parameters → M step with (z_t, m_action(a_t)) (restart = 1 on an
+episode's first step, §4) → then each env steps with a_t (in Doom-real M is updated before `env.step`, §6).
+The graph has a fixed batch of `n_envs` (idle slots are padded), so it is traced once: no per-step eager calls
+or Keras `predict` (peers.md §5: per-step batch-1 model calls were the authors' and ports' bottleneck).
+
+An episode's result depends only on its seed and parameters: `env.reset(seed=seed)` and ε drawn from
+`default_rng(seed)`. `evaluate_params` is the entry point of the evaluate stage (one parameter vector, a list of
+seeds, optional frame recording).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from wm.errors import WMError
+
+
+class RealEvaluator:
+    """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
+
+    def __init__(self, cfg: Any, vae: Any, mdnrnn: Any, controller: Any, n_envs: int = 4, keep_raw: bool = False,
+                 should_stop: Callable[[], bool] | None = None):
+        import tensorflow as tf
+
+        from wm.envs import make_env
+
+        if controller.z_dim != mdnrnn.z_dim or controller.hidden != mdnrnn.hidden:
+            raise WMError(f"{controller} does not fit M (z {mdnrnn.z_dim}, hidden {mdnrnn.hidden})")
+        self.cfg, self.vae, self.m, self.c = cfg, vae, mdnrnn, controller
+        self.n_envs, self.keep_raw = max(1, int(n_envs)), keep_raw
+        if should_stop is None:
+            from mpi import should_stop
+        self.should_stop = should_stop
+        self.envs = [make_env(cfg, keep_raw=keep_raw) for _ in range(self.n_envs)]
+        E, zd, H = self.n_envs, mdnrnn.z_dim, mdnrnn.hidden
+        spec = [tf.TensorSpec((E, 64, 64, 3), tf.uint8), tf.TensorSpec((E, zd), tf.float32), tf.TensorSpec((E, H), tf.float32),
+                tf.TensorSpec((E, H), tf.float32), tf.TensorSpec((E, controller.n_params), tf.float32),
+                tf.TensorSpec((E,), tf.float32)]
+        self._step = tf.function(self._graph, input_signature=spec)
+        self.frames: list[list[np.ndarray]] = []  # recorded episodes of the last evaluate (record > 0)
+
+    @classmethod
+    def from_run(cfg_cls, cfg: Any, run: Any, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
+        """Load V (`vae/vae.weights.h5`) and M (`mdnrnn/mdnrnn.weights.h5`) of a run and build the evaluator."""
+        from wm.envs import action_dim
+        from wm.models.controller import Controller
+        from wm.models.mdnrnn import load_mdnrnn
+        from wm.models.vae import load_vae
+
+        A = action_dim(cfg.env.name)
+        vae = load_vae(run.stage_dir("train-vae") / "vae.weights.h5", cfg.vae.z_dim)
+        m = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5", cfg.vae.z_dim, A, cfg.mdnrnn.hidden,
+                        cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
+        return cfg_cls(cfg, vae, m, Controller.from_config(cfg, A), n_envs=n_envs, keep_raw=keep_raw)
+
+    def _graph(self, obs, eps, c, h, params, fresh):
+        import tensorflow as tf
+
+        keep = (1.0 - fresh)[:, None]
+        c, h = c * keep, h * keep  # a new episode starts from the zero state (§4)
+        mu, logvar = self.vae.encode(obs)
+        z = mu + tf.exp(logvar / 2.0) * eps  # sampled z, not μ (§6; peers.md §4 F)
+        a = self.c.act_tf(params, z, c, h, postprocess=False)
+        a_m = a
+        if self.c.car_actions:  # what M sees: the post-processed action the env applies (wm.envs.m_action, §6)
+            a_m = tf.concat([a[:, :1], (a[:, 1:2] + 1.0) / 2.0, tf.clip_by_value(a[:, 2:3], 0.0, 1.0)], axis=-1)
+        restart = fresh if self.m.predict_done else None
+        _, (c, h) = self.m.step(z, a_m, (c, h), restart)
+        return a, c, h
+
+    def evaluate(self, params: np.ndarray, seeds: np.ndarray, record: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes."""
+        import tensorflow as tf
+
+        params = np.atleast_2d(np.asarray(params, np.float32))
+        seeds = np.atleast_2d(np.asarray(seeds, np.int64))
+        P, K = seeds.shape
+        if params.shape != (P, self.c.n_params):
+            raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.c}")
+        E, zd, H = self.n_envs, self.m.z_dim, self.m.hidden
+        returns, lengths = np.zeros((P, K)), np.zeros((P, K), np.int64)
+        jobs = collections.deque((i, k) for i in range(P) for k in range(K))
+        job: list[tuple[int, int] | None] = [None] * E
+        rngs: list[np.random.Generator | None] = [None] * E
+        obs = np.zeros((E, 64, 64, 3), np.uint8)
+        prm = np.zeros((E, self.c.n_params), np.float32)
+        fresh = np.zeros(E, np.float32)
+        ret, steps = np.zeros(E), np.zeros(E, np.int64)
+        rec_id: list[int] = [-1] * E
+        self.frames = []
+        c = h = tf.zeros((E, H), tf.float32)
+
+        def start(e: int) -> None:
+            if not jobs:
+                job[e] = None
+                return
+            i, k = job[e] = jobs.popleft()
+            seed = int(seeds[i, k])
+            o, info = self.envs[e].reset(seed=seed)
+            obs[e], prm[e], fresh[e], ret[e], steps[e] = o, params[i], 1.0, 0.0, 0
+            rngs[e] = np.random.default_rng(seed)
+            rec_id[e] = -1
+            if len(self.frames) < record:
+                rec_id[e] = len(self.frames)
+                self.frames.append([info["raw"] if self.keep_raw else o])
+
+        for e in range(E):
+            start(e)
+        while any(j is not None for j in job):
+            if self.should_stop():
+                raise KeyboardInterrupt
+            eps = np.stack([r.standard_normal(zd).astype(np.float32) if j is not None else np.zeros(zd, np.float32)
+                            for r, j in zip(rngs, job, strict=True)])
+            a, c, h = self._step(obs, eps, c, h, prm, fresh)
+            a = a.numpy()
+            fresh[:] = 0.0
+            for e in range(E):
+                if job[e] is None:
+                    continue
+                o, r, term, trunc, info = self.envs[e].step(a[e])
+                obs[e] = o
+                ret[e] += r
+                steps[e] += 1
+                if rec_id[e] >= 0:
+                    self.frames[rec_id[e]].append(info["raw"] if self.keep_raw else o)
+                if term or trunc:
+                    i, k = job[e]
+                    returns[i, k], lengths[i, k] = ret[e], steps[e]
+                    start(e)
+        return returns, lengths
+
+    def close(self) -> None:
+        """Close every env (ViZDoom's child processes go with them)."""
+        for env in self.envs:
+            env.close()
+        self.envs = []
+
+
+def evaluate_params(cfg: Any, run: Any, params: np.ndarray, seeds: list[int] | np.ndarray, n_envs: int | None = None,
+                    record: int = 0, keep_raw: bool = False) -> tuple[np.ndarray, np.ndarray, list[list[np.ndarray]]]:
+    """Run one parameter vector on `seeds` in the real env (the evaluate stage's entry point).
+
+    Returns (returns (N,), lengths (N,), frames): frames holds the first `record` episodes as lists of
+    64×64 observations (or raw screens with `keep_raw`), one per step including the first.
+    """
+    seeds = np.asarray(seeds, np.int64).reshape(1, -1)
+    ev = RealEvaluator.from_run(cfg, run, n_envs=n_envs or int(cfg.es.real_envs_per_worker), keep_raw=keep_raw)
+    try:
+        r, ln = ev.evaluate(np.asarray(params, np.float64)[None], seeds, record=record)
+        return r[0], ln[0], ev.frames
+    finally:
+        ev.close()
