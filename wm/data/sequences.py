@@ -22,9 +22,9 @@ sample). Randomness is a function of (seed, step) or (seed, epoch, chunk), so a 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
