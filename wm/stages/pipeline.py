@@ -22,7 +22,7 @@ from wm.cli import add_run_args, resolve_config
 from wm.config import Config
 from wm.errors import WMError
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir
+from wm.rundir import STAGES, RunDir, read_jsonl
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -48,8 +48,11 @@ def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
     if verb == "encode":
         total = len(list(run.stage_dir("collect").glob("ep_*.npz")))
         return len(list(run.stage_dir(verb).glob("ep_*.npz"))) / max(1, total)
-    if verb == "train-vae" and "vae/epoch" in rec:
-        return (float(rec["vae/epoch"]) + 1) / max(1, cfg.vae.epochs)
+    if verb == "train-vae":
+        rows = [r for r in read_jsonl(run.metrics_path(verb))[-50:] if "vae/epoch_progress" in r or "vae/epoch" in r]
+        if rows:  # epoch_progress counts from 0 within training, vae/epoch counts finished epochs
+            r = rows[-1]
+            return min(1.0, float(r.get("vae/epoch_progress", r.get("vae/epoch", 0))) / max(1, cfg.vae.epochs))
     if verb == "train-mdnrnn":
         if "mdnrnn/epoch" in rec and cfg.mdnrnn.batching == "streams":
             return (float(rec["mdnrnn/epoch"]) + 1) / max(1, cfg.mdnrnn.epochs)
