@@ -94,6 +94,12 @@ def load_params(cfg: Config, run: RunDir, spec: str | None) -> tuple[np.ndarray,
         raise WMError(f"cannot read controller parameters from {path}: {e}") from None
     if not np.all(np.isfinite(params)):
         raise WMError(f"controller parameters in {path} are not finite")
+    from wm.envs import action_dim
+    from wm.models.controller import Controller
+
+    ctrl = Controller.from_config(cfg, action_dim(cfg.env.name))
+    if params.size != ctrl.n_params:
+        raise WMError(f"{path} holds {params.size} parameters but {ctrl} needs {ctrl.n_params}; check controller/vae/mdnrnn settings")
     return params, path
 
 
@@ -164,8 +170,10 @@ def m_weights(run: RunDir) -> Path:
 
 
 class RealAgent:
-    """V + M + C stepping one real env, one step at a time (used for recording, and for evaluation when the
-    batched `wm.rollout` evaluator is not available).
+    """V + M + C stepping one real env, one step at a time, recording the raw screen, V's input and V's
+    reconstruction per step (for the GIFs; `wm.rollout.RealEvaluator` does the batched evaluation and records one
+    kind of frame only). Same seeding as RealEvaluator (env.reset(seed), ε from default_rng(seed)), so the
+    recorded episode is the evaluated one, up to float round-off of a different batch size.
 
     Per step (§6): encode obs_t → z_t = μ + σ·ε (sampled, not μ) → a_t = C([z_t, state_t]) → M steps on
     (z_t, a_t, restart_t) → env.step(a_t). restart is 1 on the first step only, as in the data stream (§4).
@@ -269,7 +277,19 @@ def _make_evaluator(cfg: Config, run: RunDir, params: np.ndarray | None, dream: 
                     temperature: float | None) -> Any:
     """A callable `seeds -> (returns, lengths)` for the mode: real C, C in the dream at τ, or random in the dream."""
     if not dream:
-        return RealAgent(cfg, run, params)
+        from wm import tf_setup
+
+        tf_setup.setup(threads=1, gpu=False)  # one TF thread per worker process: the workers are the parallelism
+        from wm.rollout import RealEvaluator
+
+        ev = RealEvaluator.from_run(cfg, run, n_envs=int(cfg.es.real_envs_per_worker))
+
+        def evaluate_real(seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
+            rets, lens = ev.evaluate(params[None], np.asarray(seeds, np.int64)[None])
+            return rets[0], lens[0]
+
+        evaluate_real.close = ev.close  # type: ignore[attr-defined]  # close_ctx closes the envs
+        return evaluate_real
     from wm import config as C
     from wm import dream as D
 

@@ -1,0 +1,174 @@
+"""Evaluate stage, τ sweep and GIFs (issue 7): seed list, summary fields, random baseline, one table row per τ."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.errors import WMError
+from wm.rundir import RunDir
+from wm.stages import evaluate as E
+
+SETS = ["env.max_steps=24", "dream.max_steps=24", "evaluate.episodes=3", "evaluate.workers=1", "evaluate.gif_stride=2",
+        "evaluate.seed=500", "es.real_envs_per_worker=2", "evaluate.temperatures=[0.5, 1.15]"]
+
+
+def _args(**kw) -> argparse.Namespace:
+    base = dict(params=None, dream=False, random=False, sweep=False, sweep_runs=[], episodes=None, temperature=None, tag=None)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
+    """A run dir with random-weight V, M, initial_z and C written by the real modules (no training)."""
+    cfg = C.load(["doom_takecover", "tiny"], SETS)
+    run = RunDir(tmp_path / "run")
+    run.bind_config(cfg, None)
+    if not with_models:
+        return cfg, run
+    from wm import tf_setup
+
+    tf_setup.setup(gpu=False)
+    from wm.models.controller import Controller
+    from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.models.vae import ConvVAE
+    from wm.rundir import atomic_savez
+    from wm.training import save_weights
+
+    z, hidden = cfg.vae.z_dim, cfg.mdnrnn.hidden
+    save_weights(ConvVAE(z), run.stage_dir("train-vae") / "vae.weights.h5")
+    m = MDNRNN(z, 1, hidden, cfg.mdnrnn.num_mixtures, True)
+    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
+    save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
+    save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
+    rng = np.random.default_rng(0)
+    atomic_savez(run.stage_dir("encode") / "initial_z.npz", mu=rng.standard_normal((5, z)).astype(np.float32),
+                 logvar=np.full((5, z), -2.0, np.float32))
+    n = Controller.from_config(cfg, 1).n_params
+    atomic_savez(run.stage_dir("train-controller") / "best.npz", params=rng.standard_normal(n).astype(np.float32) * 0.1,
+                 score=np.float64(1.0), generation=np.int64(1))
+    return cfg, run
+
+
+def test_seed_list_summary_and_formatting():
+    cfg = C.load(["doom_takecover"], ["evaluate.seed=1000"])
+    assert E.seed_list(cfg) == list(range(1000, 1100))
+    assert E.seed_list(cfg, 3) == [1000, 1001, 1002]
+    r = np.array([141.0, 2100.0, 831.0, 500.0])
+    s = E.summarize(r, np.array([141, 2100, 831, 500]))
+    assert s["std"] == pytest.approx(math.sqrt(((r - r.mean()) ** 2).mean()))  # np.std, ddof 0 (§9)
+    assert (s["episodes"], s["min"], s["median"], s["max"]) == (4, 141.0, 665.5, 2100.0)
+    assert E.format_summary(s).startswith(f"{r.mean():.1f} ± ")
+    assert E.default_tag(True, True) == "random-dream"
+    assert not E.side_run(_args()) and E.side_run(_args(random=True)) and E.side_run(_args(tag="x"))
+
+
+def test_missing_controller_is_a_clear_error(tmp_path):
+    cfg, run = _tiny_run(tmp_path, with_models=False)
+    with pytest.raises(WMError, match=r"controller/best\.npz not found"):
+        E.run(cfg, run, _args())
+    with pytest.raises(WMError, match=r"nope\.npz not found"):
+        E.run(cfg, run, _args(params=str(tmp_path / "nope.npz")))
+    assert not run.is_done("evaluate")
+
+
+def test_dream_evaluation_and_gif(tmp_path):
+    cfg, run = _tiny_run(tmp_path)
+    E.run(cfg, run, _args(dream=True, temperature=1.15))
+    s = json.loads((run.path / "eval/dream/summary.json").read_text())
+    assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
+    assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
+    rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in rows] == [500, 501, 502]
+    assert s["mean"] == pytest.approx(np.mean([r["return"] for r in rows]))
+    assert all(1 <= r["length"] <= 24 for r in rows)
+    assert not run.is_done("evaluate") and not (run.path / "eval/summary.json").exists()  # a side run
+    # the GIF replays episode 0: one decoded dream panel, ceil(length / stride) frames
+    from PIL import Image
+
+    with Image.open(run.path / "eval/dream/episode_000.gif") as im:
+        assert im.size == (192, 192)
+        assert im.n_frames == math.ceil(rows[0]["length"] / 2)
+
+
+def test_episode_panels_shape():
+    frames = {k: np.zeros((7, 64, 64, 3), np.uint8) for k in ("input", "reconstruction")}
+    frames["real"] = np.zeros((7, 240, 320, 3), np.uint8)
+    out = E.episode_panels(frames, stride=3)
+    assert out.shape == (3, 192, 3 * 196 - 4, 3)
+
+
+@pytest.mark.env
+def test_random_baseline_needs_no_model(tmp_path, repo_root):
+    """`--random` in a fresh run dir (nothing trained) through the CLI, with 2 worker processes."""
+    run = tmp_path / "fresh"
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--configs", "doom_takecover", "tiny", "--run", str(run), "--random",
+           "--episodes", "3", "--set", "env.max_steps=30", "evaluate.workers=2", "evaluate.gif_episodes=0"]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=repo_root, timeout=300)
+    assert res.returncode == 0, res.stderr
+    s = json.loads((run / "eval/random/summary.json").read_text())
+    assert s["episodes"] == 3 and s["params_file"] is None and s["mode"] == "real-random"
+    assert s["seeds"] == [1000, 1001, 1002]
+    assert 1 <= s["min"] <= s["max"] <= 30  # +1 per tic, capped at max_steps (§1b)
+    assert "random: " in res.stdout and not (run / "eval/DONE").exists()
+
+
+@pytest.mark.env
+@pytest.mark.slow
+def test_real_evaluation_marks_done_and_records_gif(tmp_path):
+    cfg, run = _tiny_run(tmp_path)
+    E.run(cfg, run, _args())
+    s = json.loads((run.path / "eval/summary.json").read_text())
+    assert s == json.loads((run.path / "eval/real/summary.json").read_text())
+    for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean", "seeds", "config_hash", "params_file", "mode"):
+        assert k in s
+    assert s["seeds"] == [500, 501, 502] and s["mode"] == "real" and "temperature" not in s
+    assert run.is_done("evaluate")
+    done = json.loads((run.stage_dir("evaluate") / "DONE").read_text())
+    assert done["mean"] == s["mean"] and done["episodes"] == 3
+    from wm.metrics import last_record
+
+    rec = last_record(run.metrics_path("evaluate"))
+    assert rec["eval/mean"] == pytest.approx(s["mean"]) and rec["eval/episodes"] == 3
+    rows = [json.loads(line) for line in (run.path / "eval/real/episodes.jsonl").read_text().splitlines()]
+    from PIL import Image
+
+    with Image.open(run.path / "eval/real/episode_000.gif") as im:
+        assert im.size == (3 * 196 - 4, 192)  # real screen | 64×64 input | V reconstruction
+        assert im.n_frames == math.ceil(rows[0]["length"] / 2)
+
+
+@pytest.mark.env
+@pytest.mark.slow
+def test_sweep_has_one_row_per_temperature(tmp_path):
+    cfg, run = _tiny_run(tmp_path)
+    E.run(cfg, run, _args(sweep=True, episodes=2))
+    data = json.loads((run.path / "eval/temperature_sweep.json").read_text())
+    assert [r["temperature"] for r in data["rows"]] == [0.5, 1.15] and data["seeds"] == [500, 501]
+    assert data["rows"][0]["real"] == data["rows"][1]["real"]  # one controller: its real score is τ-free
+    md = (run.path / "eval/temperature_sweep.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| τ")]
+    assert len(table) == 2 and table[1].startswith("| 1.15 |") and "1092 ± 556" in table[1]
+
+
+def test_prepare_tau_run_links_upstream_stages(tmp_path):
+    from wm.sweep import controller_sources, prepare_tau_run
+
+    cfg, run = _tiny_run(tmp_path, with_models=False)
+    with pytest.raises(WMError, match="not done"):
+        prepare_tau_run(run, 1.15)
+    for verb in ("collect", "train-vae", "encode", "train-mdnrnn"):
+        run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
+        run.mark_done(verb, {})
+    dst = prepare_tau_run(run, 1.15)
+    assert dst.path.name == "run-tau1.15" and dst.load_config().dream.temperature == 1.15
+    assert dst.is_done("train-mdnrnn") and dst.stage_dir("train-vae").is_symlink()
+    assert not dst.is_done("train-controller")
+    src = controller_sources(cfg, run, [0.5, 1.15], [str(dst.path)])
+    assert src[0.5] is run and src[1.15].path == dst.path

@@ -1,0 +1,179 @@
+"""The Doom temperature table (paper_settings.md §9): dream and real scores of controllers per τ.
+
+Train-free sweep (`python -m wm evaluate --run runs/doom --sweep`): the run's controller is re-evaluated in the
+dream at every τ of `evaluate.temperatures` and once in the real env (its real score does not depend on τ, so it
+is evaluated once and repeated per row). The full reproduction trains one controller per τ, each in its own run
+dir that shares the upstream stages (collect, V, encode, M) by symlink:
+
+    python -m wm.sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3     # → runs/doom-tau0.1, …
+    python -m wm train-controller --run runs/doom-tau0.1                         # one per τ (under mpirun)
+    python -m wm evaluate --run runs/doom --sweep --sweep-runs runs/doom-tau*    # the table, each row its own C
+
+A row uses the controller of the `--sweep-runs` dir whose `dream.temperature` equals τ, else the run's own one.
+Results: `eval/temperature_sweep.{json,md}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from wm.config import Config, update
+from wm.errors import WMError
+from wm.rundir import RunDir, atomic_write_json, atomic_write_text
+
+# §9, DoomTakeCover: τ → ((dream mean, std), (real mean, std)); C trained at τ, 100 rollouts each.
+PAPER_DOOM: dict[float, tuple[tuple[float, float], tuple[float, float]]] = {
+    0.10: ((2086, 140), (193, 58)),
+    0.50: ((2060, 277), (196, 50)),
+    1.00: ((1145, 690), (868, 511)),
+    1.15: ((918, 546), (1092, 556)),
+    1.30: ((732, 269), (753, 139)),
+}
+SHARED_STAGES = ("collect", "train-vae", "encode", "train-mdnrnn")
+
+
+def paper_row(tau: float) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The paper's (dream, real) scores at τ, or None when the paper has no row for it."""
+    return next((v for k, v in PAPER_DOOM.items() if abs(k - tau) < 1e-6), None)
+
+
+def _pm(s: dict[str, Any] | None) -> str:
+    return "—" if s is None else f"{s['mean']:.0f} ± {s['std']:.0f}"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The paper's table in Markdown: τ, dream score ± std, real score ± std, then the paper's two columns."""
+    out = ["| τ | dream score | real score | episodes | controller | paper dream | paper real |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = paper_row(r["temperature"])
+        pd, pr = ("—", "—") if p is None else (f"{p[0][0]:.0f} ± {p[0][1]:.0f}", f"{p[1][0]:.0f} ± {p[1][1]:.0f}")
+        ctrl = f"{r['controller_run']} (trained at τ {r['trained_temperature']:g})"
+        out.append(f"| {r['temperature']:g} | {_pm(r.get('dream'))} | {_pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |")
+    out += ["", "Paper (§9): random policy 210 ± 108 in the real env; scores are steps survived, ± is the std over episodes."]
+    return "\n".join(out) + "\n"
+
+
+def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], sweep_runs: list[str]) -> dict[float, RunDir]:
+    """For each τ the run dir whose controller plays that row: a sweep run trained at τ, else `run` itself."""
+    trained: dict[float, RunDir] = {}
+    for path in sweep_runs:
+        other = RunDir(path)
+        ocfg = other.load_config()
+        if ocfg is None:
+            raise WMError(f"--sweep-runs: {other.config_path} not found")
+        trained[float(ocfg.dream.temperature)] = other
+    return {t: next((r for k, r in trained.items() if abs(k - t) < 1e-6), run) for t in temperatures}
+
+
+def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files."""
+    from wm.metrics import make_logger
+    from wm.stages import evaluate as E
+
+    temps = [float(t) for t in cfg.evaluate.temperatures]
+    if not temps:
+        raise WMError("evaluate.temperatures is empty")
+    episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
+    seeds = E.seed_list(cfg, episodes)
+    sources = controller_sources(cfg, run, temps, getattr(args, "sweep_runs", []) or [])
+    real_cache: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    with make_logger(run, "evaluate") as log:
+        for i, tau in enumerate(temps):
+            src = sources[tau]
+            scfg = cfg if src is run else (src.load_config() or cfg)
+            params, pfile = E.load_params(scfg, src, getattr(args, "params", None))
+            log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
+            # the dream evaluator batches every episode in one graph: one process is fastest (wm/dream.py)
+            prog = E.Progress(len(seeds), f"τ {tau:g} dream")
+            rets, lens = E.run_episodes(scfg, src, params, seeds, dream=True, temperature=tau, workers=1, progress=prog.update)
+            dream = E.summarize(rets, lens)
+            if str(pfile) not in real_cache:
+                prog = E.Progress(len(seeds), f"τ {tau:g} real")
+                rets, lens = E.run_episodes(scfg, src, params, seeds, workers=cfg.evaluate.workers, progress=prog.update)
+                real_cache[str(pfile)] = E.summarize(rets, lens)
+            real = real_cache[str(pfile)]
+            rows.append({"temperature": tau, "episodes": len(seeds), "dream": dream, "real": real,
+                         "controller_run": str(src.path), "params_file": str(pfile),
+                         "trained_temperature": float(scfg.dream.temperature), "paper": paper_row(tau)})
+            log.scalars(i, {"eval/sweep/temperature": tau, "eval/sweep/dream_mean": dream["mean"],
+                            "eval/sweep/real_mean": real["mean"]}, console=False)
+            log.info("τ %g: dream %s, real %s", tau, _pm(dream), _pm(real))
+    out = run.stage_dir("evaluate")
+    atomic_write_json(out / "temperature_sweep.json", {"seeds": seeds, "config_hash": cfg.hash(), "rows": rows})
+    table = format_table(rows)
+    atomic_write_text(out / "temperature_sweep.md", "# DoomTakeCover temperature sweep\n\n" + table)
+    print(table, end="")
+    return rows
+
+
+# ---------------------------------------------------------------- one run dir per τ
+
+
+def tau_run_path(src: RunDir, tau: float) -> Path:
+    """`runs/doom` → `runs/doom-tau1.15`."""
+    return src.path.parent / f"{src.path.name}-tau{tau:g}"
+
+
+def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None = None) -> RunDir:
+    """A run dir that trains C at τ on `src`'s data, V and M: the upstream stage folders are relative symlinks,
+    their metrics are copied (for the report) and `config.yaml` is `src`'s with `dream.temperature = τ`.
+
+    The upstream stages must be DONE in `src`. Do not `--force` an upstream stage in the new run: it would
+    write through the symlink into `src`.
+    """
+    cfg = src.load_config()
+    if cfg is None:
+        raise WMError(f"{src.config_path} not found")
+    missing = [v for v in SHARED_STAGES if not src.is_done(v)]
+    if missing:
+        raise WMError(f"{src.path}: stages {', '.join(missing)} are not done; finish them before preparing τ runs")
+    dst = RunDir(dest or tau_run_path(src, tau))
+    if dst.config_path.exists():
+        raise WMError(f"{dst.path} already exists; remove it or pick another destination")
+    dst.path.mkdir(parents=True, exist_ok=True)
+    for verb in SHARED_STAGES:
+        target = src.stage_dir(verb).resolve()
+        link = dst.stage_dir(verb)
+        if not link.exists():
+            link.symlink_to(os.path.relpath(target, dst.path.resolve()), target_is_directory=True)
+        m = src.metrics_path(verb)
+        if m.exists():
+            dst.metrics_path(verb).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(m, dst.metrics_path(verb))
+    new = update(cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {tau:g}")
+    atomic_write_text(dst.config_path, new.to_yaml())
+    return dst
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m wm.sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: make one run dir per τ."""
+    p = argparse.ArgumentParser(prog="python -m wm.sweep", description="one run dir per dream temperature (§9)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    q = sub.add_parser("prepare", help="symlink a run's collect/V/encode/M into <run>-tau<τ> with dream.temperature=τ")
+    q.add_argument("--run", required=True)
+    q.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
+    args = p.parse_args(argv)
+    src = RunDir(args.run)
+    try:
+        cfg = src.load_config()
+        taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
+        made = [prepare_tau_run(src, t) for t in taus]
+    except WMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for d in made:
+        print(f"python -m wm train-controller --run {d.path}")
+    print(f"python -m wm evaluate --run {src.path} --sweep --sweep-runs " + " ".join(str(d.path) for d in made))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
