@@ -8,11 +8,21 @@ Under `mpirun -n N` rank 0 is the master (it calls `make_pool`, which returns an
 serve tasks (`mpi.worker.serve`). Without a launcher (`launched_size() == 1`) `make_pool` returns a `SerialPool`
 with the same interface and mpi4py is never imported. Launch forms (paper_settings.md §8, peers.md §4 D):
 
-    mpirun -n 3 python -m mpi wm train-controller --run runs/doom      # rank 0 runs `python -m wm ...`
+    mpirun -n 3 python -m wm train-controller --run runs/doom   # the CLI sends ranks > 0 to the stage, which serves
+    mpirun -n 3 python -m mpi wm train-controller --run runs/doom      # mpi4py.futures style: ranks > 0 never parse
     mpirun -n 1 python -m wm train-controller --run runs/doom : -n 2 python -m mpi.worker   # MPMD form
 
-Rank and size are read from the launcher's environment (MPICH/Hydra `PMI_*`, Open MPI `OMPI_COMM_WORLD_*`,
-PMIx, Slurm) so this module stays free of mpi4py; `wm/cli.py` can ask `launched_rank()` cheaply.
+Rank and size are read from the launcher's environment (MPICH/Hydra and Slurm-PMI `PMI_*`, Open MPI
+`OMPI_COMM_WORLD_*`, PMIx) so this module stays free of mpi4py and `wm/cli.py` can branch on the rank cheaply.
+
+A cluster's own MPI (Open MPI, Intel MPI, Cray MPICH, ...) instead of the `mpich` wheel: build mpi4py against it
+and launch with its launcher (the same MPI must build mpi4py and run the job, or every rank sees size 1,
+peers.md §4 D):
+
+    .venv/bin/python -m pip uninstall -y mpi4py mpich
+    MPICC=$(which mpicc) .venv/bin/python -m pip install --no-binary=mpi4py --no-cache-dir mpi4py
+    mpirun -n 2 .venv/bin/python -c "from mpi4py import MPI; c = MPI.COMM_WORLD; print(c.rank, c.size)"   # 0 2 / 1 2
+    mpirun -n 65 .venv/bin/python -m wm train-controller --run runs/doom        # or: srun -n 65 ...
 """
 
 from __future__ import annotations
