@@ -1,0 +1,112 @@
+"""Run report and Pillow plots (issue 7): every relative link resolves, plots are valid PNGs of the expected size."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.media import save_gif, save_png
+from wm.metrics import make_logger
+from wm.rundir import RunDir, atomic_write_json
+from wm.stages import report as R
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _fixture_run(tmp_path, evals: bool = True) -> RunDir:
+    run = RunDir(tmp_path / "run")
+    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    with make_logger(run, "train-vae", console=False) as log:
+        for s in range(1, 6):
+            log.scalars(s * 10, {"vae/loss": 100.0 / s, "vae/recon": 60.0 / s, "vae/kl": 32.0})
+        log.scalars(50, {"vae/epoch": 1, "vae/loss": 20.0, "vae/val_loss": 25.0})
+    run.mark_done("train-vae", {"vae/val_loss": 25.0})
+    with make_logger(run, "train-mdnrnn", console=False) as log:
+        for s in range(1, 4):
+            log.scalars(s, {"mdnrnn/step": s, "mdnrnn/nll": 1.5 - 0.2 * s, "mdnrnn/done_loss": 0.3})
+    with make_logger(run, "train-controller", console=False) as log:
+        for g in range(1, 5):
+            rec = {"es/generation": g, "es/mean": 100.0 + g, "es/max": 150.0 + g, "es/best": 150.0 + g}
+            if g % 2 == 0:
+                rec["es/eval_mean"] = 120.0 + g
+            log.scalars(g, rec)
+    save_png(run.stage_dir("train-vae") / "reconstructions.png", np.zeros((10, 10, 3), np.uint8))
+    if evals:
+        for tag, mode, mean in (("real", "real", 512.0), ("random", "real-random", 205.0)):
+            s = {"episodes": 3, "mean": mean, "std": 10.0, "min": 1.0, "median": 2.0, "max": 3.0, "len_mean": 2.0,
+                 "seeds": [1, 2, 3], "config_hash": "x", "params_file": None, "mode": mode, "tag": tag}
+            atomic_write_json(run.stage_dir("evaluate") / tag / "summary.json", s)
+            (run.stage_dir("evaluate") / tag / "episodes.jsonl").write_text("{}\n")
+        save_gif(run.stage_dir("evaluate") / "real" / "episode_000.gif", np.zeros((2, 8, 8, 3), np.uint8))
+        (run.stage_dir("evaluate") / "temperature_sweep.md").write_text("# t\n\n| τ | dream |\n|---|---|\n| 1.15 | 900 ± 5 |\n")
+    return run
+
+
+def _links(md: str) -> list[str]:
+    return [m for m in LINK.findall(md) if "://" not in m]
+
+
+def test_report_links_resolve_and_plots_are_pngs(tmp_path, repo_root):
+    from PIL import Image
+
+    run = _fixture_run(tmp_path)
+    res = subprocess.run([sys.executable, "-m", "wm", "report", "--run", str(run.path)], capture_output=True, text=True,
+                         cwd=repo_root)
+    assert res.returncode == 0, res.stderr
+    md = (run.path / "report.md").read_text()
+    links = _links(md)
+    assert links and all((run.path / link).is_file() for link in links), [x for x in links if not (run.path / x).is_file()]
+    for name in ("vae_loss.png", "mdnrnn_nll.png", "es.png"):
+        assert f"plots/{name}" in links
+        with Image.open(run.path / "plots" / name) as im:
+            assert im.format == "PNG" and im.size == (640, 400)
+    assert "vae/reconstructions.png" in links and "mdnrnn/dream_preview.gif" not in md  # links only to existing files
+    assert "eval/real/episode_000.gif" in links
+    # evaluation rows with the paper's numbers (§9); the default real evaluation comes first
+    rows = [line for line in md.splitlines() if line.startswith("| real |") or line.startswith("| random |")]
+    assert rows[0].startswith("| real |") and "**512.0 ± 10.0**" in rows[0] and "1092 ± 556" in rows[0]
+    assert "210 ± 108" in rows[1]
+    assert "| 1.15 | 900 ± 5 |" in md
+    assert "| train-vae | done |" in md and "val_loss 25" in md
+
+
+def test_report_on_empty_run_has_no_dangling_links(tmp_path):
+    run = RunDir(tmp_path / "empty")
+    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    md = R.render(run)
+    assert _links(md) == ["config.yaml"] and "No evaluation yet" in md and "No training metrics yet" in md
+    assert not (run.path / "plots").exists()
+
+
+def test_series_dedupes_resumed_steps():
+    recs = [{"step": 2, "k": 1.0}, {"step": 1, "k": 5.0}, {"step": 2, "k": 3.0}, {"step": 3, "k": "nan"}, {"step": 4}]
+    xs, ys = R.series_of(recs, "k")
+    assert xs == [1.0, 2.0, 3.0] and ys[:2] == [5.0, 3.0] and np.isnan(ys[2])
+
+
+def test_line_plot_draws_series_in_their_colours(tmp_path):
+    from PIL import Image
+
+    from wm.plots import COLORS, line_plot, nice_ticks
+
+    assert nice_ticks(0, 49) == [0, 10, 20, 30, 40, 50]
+    assert nice_ticks(260, 792)[0] <= 260 and nice_ticks(260, 792)[-1] >= 792
+    path = line_plot(tmp_path / "p.png", {"a": ([0, 1, 2], [0, 1, 4]), "b": ([0, 2], [3, 3]), "empty": ([], [])},
+                     title="t", xlabel="x", size=(320, 200))
+    with Image.open(path) as im:
+        assert im.format == "PNG" and im.size == (320, 200)
+        px = np.asarray(im.convert("RGB")).reshape(-1, 3)
+    present = {tuple(c) for c in px}
+    assert COLORS[0] in present and COLORS[1] in present and COLORS[2] not in present
+
+
+def test_report_missing_run_dir_is_an_error(tmp_path):
+    from wm.errors import WMError
+
+    with pytest.raises(WMError, match="does not exist"):
+        R.main(type("A", (), {"run": str(tmp_path / "nope")})())

@@ -1,0 +1,209 @@
+"""`python -m wm report --run runs/doom`: one Markdown page per run, `report.md`, plus PNG curves in `plots/`.
+
+Reads the run directory only (config.yaml, DONE files, metrics/*.jsonl, eval/*/summary.json, the images the stages
+wrote); never imports TensorFlow. Sections: config summary, each stage's state, key figures and time, the
+evaluation table against the paper's numbers (paper_settings.md §9), the τ sweep when there is one, training
+curves (V loss, M NLL, CMA-ES mean/best/eval per generation) and links to the images. Every link is relative and
+points to a file that exists when the report is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from wm.errors import WMError
+from wm.rundir import STAGES, RunDir, atomic_write_text, read_jsonl
+
+# §9: the paper's scores, by env and evaluation kind.
+PAPER: dict[str, dict[str, str]] = {
+    "doom_takecover": {
+        "real": "1092 ± 556 (C trained at τ 1.15); released C: 973 ± 540 (`doomrnn/results.txt`)",
+        "dream": "918 ± 546 (τ 1.15)",
+        "random": "210 ± 108",
+    },
+    "carracing": {"real": "906 ± 21 (full World Model, z and h)"},
+}
+CONFIG_KEYS = ("env.name", "env.preprocess", "env.max_steps", "collect.episodes", "vae.z_dim", "vae.epochs",
+               "mdnrnn.hidden", "mdnrnn.num_mixtures", "mdnrnn.epochs", "controller.mode", "dream.temperature",
+               "es.fitness", "es.popsize", "es.trials", "es.generations", "evaluate.episodes", "run.seed")
+# plots/<file>: title, metrics file (stage verb), x label, [(series name, metric key)]
+PLOTS: tuple[tuple[str, str, str, str, tuple[tuple[str, str], ...]], ...] = (
+    ("vae_loss.png", "V (ConvVAE) loss", "train-vae", "step",
+     (("loss", "vae/loss"), ("val loss", "vae/val_loss"), ("recon", "vae/recon"), ("kl", "vae/kl"))),
+    ("mdnrnn_nll.png", "M (MDN-RNN) loss", "train-mdnrnn", "step",
+     (("nll", "mdnrnn/nll"), ("done loss", "mdnrnn/done_loss"))),
+    ("es.png", "CMA-ES fitness per generation", "train-controller", "generation",
+     (("mean", "es/mean"), ("best of gen", "es/max"), ("best so far", "es/best"), ("eval of mean", "es/eval_mean"))),
+)
+IMAGES = (("V reconstructions (originals over reconstructions)", "vae/reconstructions.png"),
+          ("Dream rollouts of M with random actions, decoded by V", "mdnrnn/dream_preview.gif"))
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="run directory")
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return str(int(v)) if v.is_integer() and abs(v) < 1e12 else f"{v:.4g}"
+    return str(v)
+
+
+def _duration(s: float | None) -> str:
+    if s is None:
+        return "—"
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def series_of(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    """(steps, values) of one metric key, sorted by step; a step logged twice (a resumed run) keeps the last value."""
+    by_step: dict[float, float] = {}
+    for r in records:
+        if key in r and "step" in r:
+            try:
+                by_step[float(r["step"])] = float(r[key])
+            except (TypeError, ValueError):
+                continue
+    xs = sorted(by_step)
+    return xs, [by_step[x] for x in xs]
+
+
+def make_plots(run: RunDir) -> list[tuple[str, Path]]:
+    """Write the training-curve PNGs that have data; returns [(title, path)]."""
+    from wm.plots import line_plot
+
+    out = []
+    for fname, title, verb, xlabel, keys in PLOTS:
+        records = read_jsonl(run.metrics_path(verb))
+        series = {name: series_of(records, key) for name, key in keys}
+        series = {k: v for k, v in series.items() if v[0]}
+        if not series:
+            continue
+        path = run.path / "plots" / fname
+        line_plot(path, series, title=title, xlabel=xlabel)
+        out.append((title, path))
+    return out
+
+
+def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None:
+    """Wall time of a stage: the last pipeline run's timing, else the span of its metrics records."""
+    if verb in pipeline:
+        return float(pipeline[verb])
+    recs = [r for r in read_jsonl(run.metrics_path(verb)) if "time" in r]
+    return recs[-1]["time"] - recs[0]["time"] if len(recs) >= 2 else None
+
+
+def evaluations(run: RunDir) -> list[dict[str, Any]]:
+    """Every `eval/<tag>/summary.json`, the default real evaluation first."""
+    out = []
+    folder = run.stage_dir("evaluate")
+    for p in sorted(folder.glob("*/summary.json")) if folder.exists() else []:
+        try:
+            s = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        out.append({**s, "tag": s.get("tag", p.parent.name), "_dir": p.parent})
+    order = {"real": 0, "dream": 1, "random": 2, "random-dream": 3}
+    return sorted(out, key=lambda s: (order.get(s["tag"], 9), s["tag"]))
+
+
+def paper_figure(env: str, s: dict[str, Any]) -> str:
+    mode = s.get("mode", "")
+    kind = "random" if mode == "real-random" else "dream" if mode == "dream" else "real" if mode == "real" else ""
+    return PAPER.get(env, {}).get(kind, "—")
+
+
+def _rel(run: RunDir, p: Path) -> str:
+    return p.relative_to(run.path).as_posix()
+
+
+def render(run: RunDir) -> str:
+    """The report's Markdown (also writes the plots it links)."""
+    from wm.status import key_figures
+
+    cfg = run.load_config()
+    if cfg is None:
+        raise WMError(f"{run.config_path} not found: not a run directory")
+    env = cfg.env.name
+    lines = [f"# World Models run report: `{run.path.name}`", "",
+             f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
+             "Paper numbers: `paper_settings.md` §9.", "", "## Configuration", "", "| key | value |", "|---|---|"]
+    lines += [f"| `{k}` | {_fmt(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
+    lines += ["", "Full config: [config.yaml](config.yaml)", "", "## Stages", "", "| stage | state | key figures | time |",
+              "|---|---|---|---|"]
+    pipeline = (read_jsonl(run.path / "pipeline_timings.jsonl") or [{}])[-1]
+    for st in STAGES:
+        figs = dict(key_figures(run, st.verb))
+        done = run.stage_dir(st.verb) / "DONE"
+        if done.exists():
+            try:
+                info = json.loads(done.read_text())
+                figs.update({k: v for k, v in info.items() if "/" in k and isinstance(v, (int, float))})
+            except (OSError, json.JSONDecodeError):
+                pass
+        fig = ", ".join(f"{k.split('/', 1)[1]} {_fmt(v)}" for k, v in figs.items()) or "—"
+        lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {_duration(stage_time(run, st.verb, pipeline))} |")
+    lines += ["", "## Evaluation", ""]
+    evals = evaluations(run)
+    if evals:
+        lines += ["| evaluation | mode | episodes | score (mean ± std) | min / median / max | paper | files |",
+                  "|---|---|---|---|---|---|---|"]
+        for s in evals:
+            mode = s.get("mode", "?") + (f" τ {s['temperature']:g}" if s.get("temperature") is not None else "")
+            files = [f"[episodes]({_rel(run, s['_dir'] / 'episodes.jsonl')})"] if (s["_dir"] / "episodes.jsonl").exists() else []
+            files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
+            lines.append(f"| {s['tag']} | {mode} | {s['episodes']} | **{s['mean']:.1f} ± {s['std']:.1f}** | "
+                         f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |")
+        if env == "doom_takecover":
+            lines += ["", f"Doom scores are steps survived (+1 per tic, capped at env.max_steps = {cfg.env.max_steps}; the paper's cap is "
+                      "2100); solved = mean > 750 over 100 trials."]
+    else:
+        lines.append("No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`.")
+    sweep = run.stage_dir("evaluate") / "temperature_sweep.md"
+    if sweep.exists():
+        body = "\n".join(ln for ln in sweep.read_text().splitlines() if not ln.startswith("# ")).strip()
+        lines += ["", "## Temperature sweep", "", body]
+        if sweep.with_suffix(".json").exists():
+            lines += ["", f"Data: [temperature_sweep.json]({_rel(run, sweep.with_suffix('.json'))})"]
+    plots = make_plots(run)
+    lines += ["", "## Training curves", ""]
+    lines += [f"![{title}]({_rel(run, p)})" for title, p in plots] or ["No training metrics yet."]
+    images = [(t, run.path / p) for t, p in IMAGES if (run.path / p).exists()]
+    gifs = sorted(run.stage_dir("evaluate").glob("*/episode_*.gif")) if run.stage_dir("evaluate").exists() else []
+    if images or gifs:
+        lines += ["", "## Images", ""]
+        for title, p in images:
+            lines += [f"**{title}**", "", f"![{title}]({_rel(run, p)})", ""]
+        for g in gifs:
+            panels = "decoded dream" if "dream" in g.parent.name else "real screen | 64×64 input | V reconstruction"
+            lines += [f"**Evaluation `{g.parent.name}`, {g.stem}** ({panels})", "", f"![{g.parent.name} {g.stem}]({_rel(run, g)})", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _has(cfg: Any, key: str) -> bool:
+    try:
+        cfg[key]
+    except KeyError:
+        return False
+    return True
+
+
+def write_report(run: RunDir) -> Path:
+    """Render and write `report.md` atomically; returns its path."""
+    path = run.path / "report.md"
+    atomic_write_text(path, render(run))
+    return path
+
+
+def main(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    if not run.path.exists():
+        raise WMError(f"run directory {run.path} does not exist")
+    path = write_report(run)
+    print(f"report: {path}")
+    return 0
