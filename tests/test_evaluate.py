@@ -120,7 +120,6 @@ def test_random_baseline_needs_no_model(tmp_path, repo_root):
 
 
 @pytest.mark.env
-@pytest.mark.slow
 def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     cfg, run = _tiny_run(tmp_path)
     E.run(cfg, run, _args())
@@ -145,7 +144,6 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
 
 
 @pytest.mark.env
-@pytest.mark.slow
 def test_sweep_has_one_row_per_temperature(tmp_path):
     cfg, run = _tiny_run(tmp_path)
     E.run(cfg, run, _args(sweep=True, episodes=2))

@@ -473,12 +473,13 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     default = not side_run(args)
     prefix = "eval" if default else f"eval/{tag}"
     with make_logger(run, "evaluate") as log:
+        # the dream runs every episode in one batched graph (wm/dream.py): one process, no TF start-up per worker
         log.info("evaluating %s (%s) on %d episodes, seeds %d…%d, %d workers", tag, mode, len(seeds), seeds[0], seeds[-1],
-                 cfg.evaluate.workers)
+                 1 if dream else cfg.evaluate.workers)
         t0 = time.time()
         progress = Progress(len(seeds), tag)
         returns, lengths = run_episodes(cfg, run, params, seeds, dream=dream, random=random, temperature=temperature,
-                                          workers=cfg.evaluate.workers, progress=progress.update)
+                                          workers=1 if dream else cfg.evaluate.workers, progress=progress.update)
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra)
         log.scalars(len(seeds), {f"{prefix}/mean": summary["mean"], f"{prefix}/std": summary["std"],
