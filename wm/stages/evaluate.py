@@ -481,8 +481,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                  1 if dream else cfg.evaluate.workers)
         t0 = time.time()
         progress = Progress(len(seeds), tag)
+
+        def on_chunk(rets: list[float]) -> None:
+            progress.update(rets)  # and `<prefix>/done` in the metrics, so the pipeline and the TUI can show progress
+            log.scalars(progress.done, {f"{prefix}/done": progress.done}, console=False)
         returns, lengths = run_episodes(cfg, run, params, seeds, dream=dream, random=random, temperature=temperature,
-                                          workers=1 if dream else cfg.evaluate.workers, progress=progress.update)
+                                          workers=1 if dream else cfg.evaluate.workers, progress=on_chunk)
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra)
         log.scalars(len(seeds), {f"{prefix}/mean": summary["mean"], f"{prefix}/std": summary["std"],
