@@ -130,7 +130,7 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "real" and "temperature" not in s
     assert run.is_done("evaluate")
     done = json.loads((run.stage_dir("evaluate") / "DONE").read_text())
-    assert done["mean"] == s["mean"] and done["episodes"] == 3
+    assert done["eval/mean"] == s["mean"] and done["eval/episodes"] == 3 and done["params_file"] == s["params_file"]
     from wm.metrics import last_record
 
     rec = last_record(run.metrics_path("evaluate"))

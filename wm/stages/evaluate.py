@@ -485,6 +485,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         def on_chunk(rets: list[float]) -> None:
             progress.update(rets)  # and `<prefix>/done` in the metrics, so the pipeline and the TUI can show progress
             log.scalars(progress.done, {f"{prefix}/done": progress.done}, console=False)
+
         returns, lengths = run_episodes(cfg, run, params, seeds, dream=dream, random=random, temperature=temperature,
                                           workers=1 if dream else cfg.evaluate.workers, progress=on_chunk)
         extra["seconds"] = round(time.time() - t0, 1)
@@ -501,6 +502,6 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             log.info("wrote %s (%d steps)", path, len(next(iter(frames.values()))))
         if default:
             atomic_write_json(run.stage_dir("evaluate") / "summary.json", summary)
-            run.mark_done("evaluate", {k: summary[k] for k in ("episodes", "mean", "std", "min", "median", "max",
-                                                               "len_mean", "config_hash", "params_file", "seconds")})
+            info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}
+            run.mark_done("evaluate", {**info, **{k: summary[k] for k in ("config_hash", "params_file", "seconds")}})
     print(f"{tag}: {format_summary(summary)}")
