@@ -115,6 +115,12 @@ def evaluations(run: RunDir) -> list[dict[str, Any]]:
 def paper_figure(env: str, s: dict[str, Any]) -> str:
     mode = s.get("mode", "")
     kind = "random" if mode == "real-random" else "dream" if mode == "dream" else "real" if mode == "real" else ""
+    if kind == "dream" and env == "doom_takecover" and s.get("temperature") is not None:
+        from wm.sweep import paper_row
+
+        row = paper_row(float(s["temperature"]))  # the paper's dream score at the same τ, when it has that row
+        if row is not None:
+            return f"{row[0][0]:.0f} ± {row[0][1]:.0f} (τ {s['temperature']:g})"
     return PAPER.get(env, {}).get(kind, "—")
 
 
