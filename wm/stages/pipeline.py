@@ -58,6 +58,8 @@ def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
             return (float(rec["mdnrnn/epoch"]) + 1) / max(1, cfg.mdnrnn.epochs)
         if "mdnrnn/step" in rec and cfg.mdnrnn.batching == "episodes":
             return float(rec["mdnrnn/step"]) / max(1, cfg.mdnrnn.steps)
+    if verb == "evaluate" and "eval/done" in rec:
+        return float(rec["eval/done"]) / max(1, cfg.evaluate.episodes)
     if verb == "train-controller" and "es/generation" in rec:
         return float(rec["es/generation"]) / max(1, cfg.es.generations)
     return None
