@@ -13,6 +13,8 @@ busy-wait and would steal a core from a worker).
 from __future__ import annotations
 
 import collections
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -198,6 +200,9 @@ def serve(comm: Any = None) -> int:
     waiting (the master only writes to a busy rank to stop it), so rollouts can end between env steps.
     """
     comm = comm or MPI.COMM_WORLD
+    # If rank 0 fails before it makes a pool (the CLI refusing the run dir, say), no message ever comes and MPI
+    # cannot tell us it died: give up after this long without the init message.
+    init_deadline = time.monotonic() + float(os.environ.get("WM_MPI_INIT_TIMEOUT", "300"))
     flag = StopFlag()
     with flag:
         set_stop_check(lambda: flag.is_set() or comm.Iprobe(source=0, tag=TAG_CTRL))
@@ -209,12 +214,17 @@ def serve(comm: Any = None) -> int:
                     why = f"signal {flag.signum}"
                     break
                 if not comm.Iprobe(source=0, tag=TAG_CTRL):
+                    if cleanup is None and init_deadline and time.monotonic() > init_deadline:
+                        print(f"rank {comm.Get_rank()}: no work from rank 0 in time (did it stop before starting?); exiting",
+                              file=sys.stderr, flush=True)
+                        return 1
                     sleep_poll(POLL)
                     continue
                 msg = comm.recv(source=0, tag=TAG_CTRL)
                 if msg[0] == "stop":
                     break
                 if msg[0] == "init":
+                    init_deadline = 0.0
                     try:
                         cleanup = msg[1](*msg[2]) if msg[1] is not None else None
                         comm.send(("ready", None), dest=0, tag=TAG_RESULT)
