@@ -74,27 +74,36 @@ def resolve_config(args: argparse.Namespace):
     return C.update(C.update(C.defaults(), base.to_dict(), source=str(run.config_path)), C.parse_set(args.set), source="--set")
 
 
-def mpi_rank() -> int:
-    """This process's MPI rank when launched by mpirun (read from the launcher's environment, so the CLI
-    never imports mpi4py); 0 otherwise."""
-    for var in ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MPI_LOCALRANKID"):
-        if os.environ.get(var, "").isdigit():
-            return int(os.environ[var])
-    return 0
-
-
 def run_stage(module: str, args: argparse.Namespace) -> int:
-    from wm.rundir import RunDir, stage
+    from mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
+    from wm.rundir import RunDir
 
     mod = importlib.import_module(module)
     run = RunDir(args.run)
     verb = args.verb
-    if mpi_rank() > 0:
+
+    if launched_rank() > 0:
         # MPI worker ranks only evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
         if run.is_done(verb) and not args.force:
             return 0
         mod.run(resolve_config(args), run, args)
         return 0
+    if launched_size() > 1 and not (run.is_done(verb) and not args.force):
+        # The workers are already waiting for the master: whatever stops rank 0 early must release them,
+        # or the job hangs in MPI start-up (a refused config, a held LOCK, a missing upstream artifact).
+        try:
+            return _run_stage_here(mod, run, verb, args)
+        except BaseException:
+            from mpi import release_workers
+
+            release_workers()
+            raise
+    return _run_stage_here(mod, run, verb, args)
+
+
+def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
+    from wm.rundir import stage
+
     cfg = run.bind_config(resolve_config(args), verb)
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
     # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
