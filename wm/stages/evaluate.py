@@ -449,10 +449,10 @@ def save_episode_gif(path: Path, frames: dict[str, np.ndarray], stride: int = 1)
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
-    from wm.cli import mpi_rank
+    from mpi import launched_rank
     from wm.metrics import make_logger
 
-    if mpi_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
+    if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
         return
     if getattr(args, "sweep", False):
         from wm import sweep
