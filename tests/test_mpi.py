@@ -24,7 +24,7 @@ TIMING = {"es/elapsed", "es/evals_per_s", "time"}
 
 def cmd(run: Path, *sets: str, ranks: int = 3) -> list[str]:
     base = [sys.executable, "-m", "wm", "train-controller", "--configs", "doom_takecover", "tiny", "--run", str(run),
-            "--set", "es.fitness=toy", "es.generations=3", "es.eval_every=2", *sets]
+            "--set", "es.fitness=toy", "es.chunk=2", "es.generations=3", "es.eval_every=2", *sets]
     return [MPIRUN, "-n", str(ranks), *base] if ranks > 1 else base
 
 

@@ -59,6 +59,16 @@ def eval_seeds(cfg: Config) -> np.ndarray:
     return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(0, 2**31 - 1, int(cfg.es.eval_episodes), dtype=np.int64)
 
 
+def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
+    """Members per task: `es.chunk`, or when 0 (auto) the whole slice of each worker for dream fitness (one
+    batched graph per worker is fastest) and a quarter of it for real fitness (uneven episode lengths stay
+    balanced across ranks)."""
+    if int(es_cfg.chunk) > 0:
+        return int(es_cfg.chunk)
+    per_worker = -(-popsize // max(1, workers))
+    return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
+
+
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
     from mpi import launched_rank, release_workers
@@ -131,7 +141,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
         except RuntimeError as e:
             raise WMError(str(e)) from None
-        log.info("%d evaluating process(es)", pool.size)
+        chunk = task_chunk(es_cfg, P, pool.size)
+        log.info("%d evaluating process(es), %d member(s) per task", pool.size, chunk)
         try:
             while st["generation"] < G:
                 if stop_after and st["generation"] - gen0 >= stop_after:
@@ -140,7 +151,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     raise KeyboardInterrupt
                 t0 = time.time()
                 params = es.ask()
-                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), int(es_cfg.chunk)))
+                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk))
                 returns, lengths, lost = gather(results, P, K)
                 fitness = returns.mean(axis=1)
                 es.tell(fitness)
@@ -157,7 +168,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     E = len(seeds_eval)
                     rows = -(-E // K)
                     padded = np.resize(seeds_eval, rows * K).reshape(rows, K)
-                    res = pool.map(evaluate_task, make_tasks(np.repeat(mean[None], rows, 0), padded, int(es_cfg.chunk)))
+                    res = pool.map(evaluate_task, make_tasks(np.repeat(mean[None], rows, 0), padded, chunk))
                     ev = gather(res, rows, K)[0].reshape(-1)[:E]
                     ev = ev[np.isfinite(ev)]
                     episodes += E
