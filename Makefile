@@ -17,6 +17,9 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 ## demo: the tiny DoomTakeCover pipeline end to end with 2 MPI workers, then the result table
 demo: $(STAMP)
+	@echo "== tiny DoomTakeCover pipeline in runs/demo: collect -> train-vae -> encode -> train-mdnrnn ->"
+	@echo "   train-controller (CMA-ES in M's dream, mpirun -n 3: 1 master + 2 workers) -> evaluate (real game),"
+	@echo "   then the random baseline and the dream scores, the report and the result table"
 	$(PY) -m wm pipeline --configs doom_takecover tiny --run runs/demo --mpi 3 --demo
 
 ## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
