@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -76,8 +75,11 @@ def stage_command(verb: str, run: RunDir, mpi: int) -> list[str]:
 
 
 def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, every: float) -> int:
+    # The stage stays in the pipeline's process group: Ctrl-C in the terminal, or a kill of the group (the TUI's
+    # stop), reaches both. A SIGTERM sent to the pipeline alone is passed on to the stage, which checkpoints.
     start = time.time()
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    proc = subprocess.Popen(cmd)
+    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     last = start
     try:
         while True:
@@ -95,9 +97,12 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, 
                 pct = f"{100 * p:.0f}%" if p is not None else "…"
                 print(f"[{index}/{len(STAGES)}] {verb}: {pct}  elapsed {_fmt_time(el)}  {eta}", flush=True)
     except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGTERM)  # the stage checkpoints on SIGTERM; rerun resumes
-        proc.wait()
+        proc.wait()  # the stage got the same SIGINT and is checkpointing; rerun resumes
         raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if rc < 0 and -rc == signal.SIGTERM:
+        raise WMError(f"stage {verb} stopped by SIGTERM; rerun the same command to resume")
     return rc
 
 
