@@ -32,6 +32,10 @@ VERBS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
+# Verbs whose stage always loads TensorFlow: it is imported first with its C++ start-up noise muted.
+TF_VERBS = ("train-vae", "encode", "train-mdnrnn", "train-controller", "evaluate")
+
+
 def available_verbs() -> list[tuple[str, str, str, str]]:
     return [v for v in VERBS if importlib.util.find_spec(v[1]) is not None]
 
@@ -131,6 +135,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.verb in TF_VERBS:
+        from wm.tf_setup import quiet_import
+
+        quiet_import()
     try:
         if args._kind == "stage":
             return run_stage(args._module, args)

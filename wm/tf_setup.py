@@ -9,6 +9,34 @@ from __future__ import annotations
 import os
 
 
+def quiet_import():
+    """Import TensorFlow with file descriptor 2 muted, and return it.
+
+    TF 2.21 prints absl/oneDNN/CUDA start-up lines from C++ before `TF_CPP_MIN_LOG_LEVEL` can take effect
+    (e.g. "All log messages before absl::InitializeLog() ..."), on every stage and every MPI rank. Python
+    errors raised by the import are unaffected (they propagate after stderr is restored).
+    """
+    import sys
+
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        import tensorflow as tf
+
+        tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+    return tf
+
+
 def setup(threads: int | None = None, gpu: bool = True, mixed_precision: bool = False):
     """Import and configure TensorFlow; returns the `tf` module.
 
