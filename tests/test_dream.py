@@ -123,3 +123,29 @@ def test_load_dream_refuses_missing_files(tmp_path):
 
     with pytest.raises(WMError, match="M weights"):
         load_dream(defaults(), RunDir(tmp_path))
+
+
+def test_done_sampling_threshold_vs_bernoulli(world):
+    # A done logit pinned at log(1/9) (p = 0.1 per step): the paper's cutoff (logit > 0) never ends an episode,
+    # Bernoulli sampling ends them after ≈ 1/p = 10 steps on average (geometric), and the two agree on DreamEnv.
+    m, c, mu0, lv0 = world
+    hazard = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    hazard.set_weights(m.get_weights())
+    w, b = hazard.out_kernel.numpy(), hazard.out_bias.numpy()
+    w[:, 0], b[0] = 0.0, np.log(0.1 / 0.9)
+    hazard.out_kernel.assign(w)
+    hazard.out_bias.assign(b)
+    seeds = np.arange(400, dtype=np.int64).reshape(4, 100)
+    cut = DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200)
+    assert (cut.evaluate(_params(c, 4), seeds)[1] == 200).all()
+    sampled = DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="bernoulli")
+    lengths = sampled.evaluate(_params(c, 4), seeds)[1]
+    assert 8.5 < lengths.mean() < 11.5  # mean of a geometric(0.1) over 400 episodes: 10 ± 0.45
+    env = DreamEnv(hazard, c, mu0, lv0, 1.0, 200, params=_params(c, 4)[2], done_sampling="bernoulli")
+    env.reset(seed=int(seeds[2, 7]))
+    t = 1
+    while not env.step(None)[2]:
+        t += 1
+    assert t == lengths[2, 7]
+    with pytest.raises(WMError, match="done_sampling"):
+        DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
