@@ -49,7 +49,7 @@ def setup(threads: int | None = None, gpu: bool = True, mixed_precision: bool = 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if not gpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = "-1"
-    import tensorflow as tf
+    tf = quiet_import()
 
     if threads is not None:
         try:
