@@ -34,6 +34,11 @@ def test_config_written_at_creation_and_conflicts_refused(tmp_path):
     # a stage that has not started may still be reconfigured from an upstream command
     assert run.bind_config(C.update(cfg2, {"es": {"popsize": 4}}), "train-vae").es.popsize == 4
     assert run.load_config().collect.episodes == 12  # refused commands changed nothing
+    # a key that a later version added to base.yaml is not a conflict for an existing run
+    stored = run.load_config().to_dict()
+    del stored["env"]["frame_size"]
+    run.config_path.write_text(__import__("yaml").safe_dump(stored))
+    assert run.bind_config(cfg2, "evaluate").env.frame_size == cfg2.env.frame_size
 
 
 def test_atomic_write_survives_a_crash(tmp_path):

@@ -47,7 +47,11 @@ class RealEvaluator:
                 tf.TensorSpec((E, H), tf.float32), tf.TensorSpec((E, controller.n_params), tf.float32),
                 tf.TensorSpec((E,), tf.float32)]
         self._step = tf.function(self._graph, input_signature=spec)
-        self.frames: list[list[np.ndarray]] = []  # recorded episodes of the last evaluate (record > 0)
+        # recorded episodes of the last evaluate (record > 0): frames (reset + every step; raw screens with
+        # keep_raw), and per step V's 64×64 input and the sampled z the agent acted on
+        self.frames: list[list[np.ndarray]] = []
+        self.inputs: list[list[np.ndarray]] = []
+        self.latents: list[list[np.ndarray]] = []
 
     @classmethod
     def from_run(cfg_cls, cfg: Any, run: Any, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
@@ -70,13 +74,10 @@ class RealEvaluator:
         c, h = c * keep, h * keep  # a new episode starts from the zero state (§4)
         mu, logvar = self.vae.encode(obs)
         z = mu + tf.exp(logvar / 2.0) * eps  # sampled z, not μ (§6; peers.md §4 F)
-        a = self.c.act_tf(params, z, c, h, postprocess=False)
-        a_m = a
-        if self.c.car_actions:  # what M sees: the post-processed action the env applies (wm.envs.m_action, §6)
-            a_m = tf.concat([a[:, :1], (a[:, 1:2] + 1.0) / 2.0, tf.clip_by_value(a[:, 2:3], 0.0, 1.0)], axis=-1)
+        a = self.c.act_tf(params, z, c, h, postprocess=False)  # the env wrapper post-processes itself
         restart = fresh if self.m.predict_done else None
-        _, (c, h) = self.m.step(z, a_m, (c, h), restart)
-        return a, c, h
+        _, (c, h) = self.m.step(z, self.c.postprocess_tf(a), (c, h), restart)  # M sees what the env applies (§6)
+        return a, z, c, h
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray, record: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes."""
@@ -97,7 +98,7 @@ class RealEvaluator:
         fresh = np.zeros(E, np.float32)
         ret, steps = np.zeros(E), np.zeros(E, np.int64)
         rec_id: list[int] = [-1] * E
-        self.frames = []
+        self.frames, self.inputs, self.latents = [], [], []
         c = h = tf.zeros((E, H), tf.float32)
 
         def start(e: int) -> None:
@@ -113,6 +114,8 @@ class RealEvaluator:
             if len(self.frames) < record:
                 rec_id[e] = len(self.frames)
                 self.frames.append([info["raw"] if self.keep_raw else o])
+                self.inputs.append([])
+                self.latents.append([])
 
         for e in range(E):
             start(e)
@@ -121,12 +124,16 @@ class RealEvaluator:
                 raise KeyboardInterrupt
             eps = np.stack([r.standard_normal(zd).astype(np.float32) if j is not None else np.zeros(zd, np.float32)
                             for r, j in zip(rngs, job, strict=True)])
-            a, c, h = self._step(obs, eps, c, h, prm, fresh)
+            a, z, c, h = self._step(obs, eps, c, h, prm, fresh)
             a = a.numpy()
+            z = z.numpy() if any(r >= 0 for r in rec_id) else None  # latents only while recording
             fresh[:] = 0.0
             for e in range(E):
                 if job[e] is None:
                     continue
+                if rec_id[e] >= 0:
+                    self.inputs[rec_id[e]].append(obs[e].copy())
+                    self.latents[rec_id[e]].append(z[e])
                 o, r, term, trunc, info = self.envs[e].step(a[e])
                 obs[e] = o
                 ret[e] += r

@@ -248,6 +248,8 @@ class RunDir:
         own = set(stage(key).sections) if key else set()
         refused = []
         for k in diff:
+            if k not in old:  # a key added to base.yaml after the run was created: it takes its value, no conflict
+                continue
             section = k.split(".")[0]
             if section in own:
                 continue

@@ -107,9 +107,15 @@ class Controller:
             a = tf.tanh(_tf_affine(x, p["W_out"], p.get("b_out")))
         else:
             a = tf.tanh(_tf_affine(x, p["W"], p.get("b")))
-        if postprocess and self.car_actions:
-            a = tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)
-        return a
+        return self.postprocess_tf(a) if postprocess else a
+
+    def postprocess_tf(self, a):
+        """`postprocess` in TF: what the env and M receive from a tanh action (§6)."""
+        import tensorflow as tf
+
+        if not self.car_actions:
+            return a
+        return tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)
 
 
 def car_action(a: np.ndarray) -> np.ndarray:

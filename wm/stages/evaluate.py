@@ -169,79 +169,6 @@ def m_weights(run: RunDir) -> Path:
     return path
 
 
-class RealAgent:
-    """V + M + C stepping one real env, one step at a time, recording the raw screen, V's input and V's
-    reconstruction per step (for the GIFs; `wm.rollout.RealEvaluator` does the batched evaluation and records one
-    kind of frame only). Same seeding as RealEvaluator (env.reset(seed), ε from default_rng(seed)), so the
-    recorded episode is the evaluated one, up to float round-off of a different batch size.
-
-    Per step (§6): encode obs_t → z_t = μ + σ·ε (sampled, not μ) → a_t = C([z_t, state_t]) → M steps on
-    (z_t, a_t, restart_t) → env.step(a_t). restart is 1 on the first step only, as in the data stream (§4).
-    """
-
-    def __init__(self, cfg: Config, run: RunDir, params: np.ndarray):
-        from wm import tf_setup
-
-        tf = tf_setup.setup(threads=1, gpu=False)
-        from wm.envs import action_dim, make_env
-        from wm.models.controller import Controller
-        from wm.models.mdnrnn import load_mdnrnn
-        from wm.models.vae import load_vae
-
-        self.cfg, self.tf = cfg, tf
-        self.vae = load_vae(run.stage_dir("train-vae") / "vae.weights.h5", cfg.vae.z_dim)
-        a_dim = action_dim(cfg.env.name)
-        self.m = load_mdnrnn(m_weights(run), z_dim=cfg.vae.z_dim, action_dim=a_dim)
-        self.ctrl = Controller.from_config(cfg, a_dim)
-        if params.size != self.ctrl.n_params:
-            raise WMError(f"controller has {params.size} parameters, {self.ctrl} expects {self.ctrl.n_params}")
-        self.params = tf.constant(params, tf.float32)
-        self.make_env = make_env
-        self.env: Any = None
-        self.predict_done = bool(getattr(self.m, "predict_done", False))
-        self._step = tf.function(self._step_graph)
-
-    def _step_graph(self, obs, eps, c, h, restart):
-        tf = self.tf
-        mu, logvar = self.vae.encode(obs)
-        z = mu + tf.exp(logvar / 2.0) * eps
-        a = self.ctrl.act_tf(self.params, z, c, h, postprocess=False)  # the env post-processes itself (wm.envs)
-        a_m = self.ctrl.act_tf(self.params, z, c, h)  # M sees the post-processed action (§6)
-        _, (c2, h2) = self.m.step(z, a_m, (c, h), restart if self.predict_done else None)
-        return z, a, c2, h2
-
-    def episode(self, seed: int, record: bool = False) -> tuple[float, int, dict[str, list]]:
-        """One episode; with `record`, the raw screen, the 64×64 input and V's reconstruction of z per step."""
-        tf = self.tf
-        if self.env is None or record:
-            self.env = self.make_env(self.cfg, keep_raw=record)
-        rng = np.random.default_rng(seed)
-        obs, info = self.env.reset(seed=int(seed))
-        c, h = self.m.initial_state(1)
-        frames: dict[str, list] = {"real": [], "input": [], "reconstruction": []}
-        total, t = 0.0, 0
-        while t < self.cfg.env.max_steps:
-            eps = rng.standard_normal((1, self.cfg.vae.z_dim)).astype(np.float32)
-            restart = tf.constant([1.0 if t == 0 else 0.0], tf.float32)
-            z, a, c, h = self._step(tf.constant(obs[None]), tf.constant(eps), c, h, restart)
-            if record:
-                frames["real"].append(info.get("raw", obs))
-                frames["input"].append(obs)
-                frames["reconstruction"].append(np.asarray(self.vae.decode(z))[0])
-            obs, r, term, trunc, info = self.env.step(np.asarray(a)[0])
-            total, t = total + float(r), t + 1
-            if term or trunc:
-                break
-        if record:
-            self.env.close()
-            self.env = None
-        return total, t, frames
-
-    def __call__(self, seeds: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        out = [self.episode(s)[:2] for s in seeds]
-        return np.array([r for r, _ in out]), np.array([n for _, n in out])
-
-
 def dream_env(cfg: Config, run: RunDir, temperature: float, params: np.ndarray | None = None) -> Any:
     """A single `wm.dream.DreamEnv` of the run at temperature τ (M and initial_z as `load_dream` reads them)."""
     from wm import dream as D
@@ -390,6 +317,23 @@ def _indexed_chunk(item: tuple[int, tuple]) -> tuple[int, list[tuple[float, int]
 # ---------------------------------------------------------------- videos
 
 
+def _record_real(cfg: Config, run: RunDir, params: np.ndarray, seed: int) -> dict[str, list]:
+    """The real episode of `seed` replayed by the batched evaluator (one env, same seeding as the evaluation):
+    the raw screen, V's 64×64 input and V's reconstruction of the sampled z at every step."""
+    from wm import tf_setup
+    from wm.rollout import RealEvaluator
+
+    tf_setup.setup(threads=1, gpu=False)
+    ev = RealEvaluator.from_run(cfg, run, n_envs=1, keep_raw=True)
+    try:
+        ev.evaluate(params[None], np.array([[seed]], np.int64), record=1)
+    finally:
+        ev.close()
+    z = np.stack(ev.latents[0])
+    recon = np.concatenate([np.asarray(ev.vae.decode(z[i : i + 256])) for i in range(0, len(z), 256)])  # batched
+    return {"real": ev.frames[0][: len(z)], "input": ev.inputs[0], "reconstruction": list(recon)}
+
+
 def record_episode(cfg: Config, run: RunDir, params: np.ndarray | None, seed: int, dream: bool = False,
                    random: bool = False, temperature: float | None = None) -> dict[str, np.ndarray]:
     """Replay the episode of `seed` and return its frames per panel, each (T, H, W, 3) uint8.
@@ -426,7 +370,7 @@ def record_episode(cfg: Config, run: RunDir, params: np.ndarray | None, seed: in
             frames["reconstruction"] = [np.asarray(vae.decode(vae.encode(x[i : i + 256])[0])) for i in range(0, len(x), 256)]
             frames["reconstruction"] = list(np.concatenate(frames["reconstruction"]))
     else:
-        frames = RealAgent(cfg, run, params).episode(seed, record=True)[2]
+        frames = _record_real(cfg, run, params, seed)
     return {k: to_uint8(np.stack(v)) for k, v in frames.items() if len(v)}
 
 
@@ -505,4 +449,3 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             atomic_write_json(run.stage_dir("evaluate") / "summary.json", summary)
             info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}
             run.mark_done("evaluate", {**info, **{k: summary[k] for k in ("config_hash", "params_file", "seconds")}})
-    print(f"{tag}: {format_summary(summary)}")

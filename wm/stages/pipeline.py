@@ -21,7 +21,7 @@ from wm.cli import add_run_args, resolve_config
 from wm.config import Config
 from wm.errors import WMError
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir, read_jsonl
+from wm.rundir import STAGES, RunDir
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -47,11 +47,9 @@ def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
     if verb == "encode":
         total = len(list(run.stage_dir("collect").glob("ep_*.npz")))
         return len(list(run.stage_dir(verb).glob("ep_*.npz"))) / max(1, total)
-    if verb == "train-vae":
-        rows = [r for r in read_jsonl(run.metrics_path(verb))[-50:] if "vae/epoch_progress" in r or "vae/epoch" in r]
-        if rows:  # epoch_progress counts from 0 within training, vae/epoch counts finished epochs
-            r = rows[-1]
-            return min(1.0, float(r.get("vae/epoch_progress", r.get("vae/epoch", 0))) / max(1, cfg.vae.epochs))
+    if verb == "train-vae" and ("vae/epoch_progress" in rec or "vae/epoch" in rec):
+        # step records carry epoch_progress (from 0 within training), epoch records vae/epoch (epochs finished)
+        return min(1.0, float(rec.get("vae/epoch_progress", rec.get("vae/epoch", 0))) / max(1, cfg.vae.epochs))
     if verb == "train-mdnrnn":
         if "mdnrnn/epoch" in rec and cfg.mdnrnn.batching == "streams":
             return (float(rec["mdnrnn/epoch"]) + 1) / max(1, cfg.mdnrnn.epochs)
