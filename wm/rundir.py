@@ -34,6 +34,9 @@ class Stage:
 
 
 # Pipeline order. `run` and `env` belong to no stage: they may not change once any stage has started.
+# Sections no stage of this run reads: `iterate` only shapes the rounds, which are runs with their own config.
+FREE_SECTIONS = ("iterate",)
+
 STAGES: tuple[Stage, ...] = (
     Stage("collect", "collect", "episodes", ("collect",)),
     Stage("train-vae", "vae", "vae", ("vae",)),
@@ -165,6 +168,11 @@ class RunDir:
     def stage_dir(self, key: str) -> Path:
         return self.path / stage(key).dir
 
+    def resolve(self, p: str | Path) -> Path:
+        """A path from the config: absolute as it is, relative from this run's directory."""
+        p = Path(p)
+        return p if p.is_absolute() else self.path / p
+
     def log_path(self, key: str) -> Path:
         return self.path / "logs" / f"{stage(key).name}.log"
 
@@ -182,6 +190,14 @@ class RunDir:
     def mark_done(self, key: str, info: dict[str, Any] | None = None) -> None:
         """Write `<stage>/DONE` last, after every artifact of the stage is on disk."""
         atomic_write_json(self.stage_dir(key) / "DONE", info or {})
+
+    def done_info(self, key: str) -> dict[str, Any]:
+        """The figures a stage wrote into its DONE ({} when missing or unreadable)."""
+        try:
+            info = json.loads((self.stage_dir(key) / "DONE").read_text())
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
 
     def clear_done(self, key: str) -> None:
         (self.stage_dir(key) / "DONE").unlink(missing_ok=True)
@@ -251,7 +267,7 @@ class RunDir:
             if k not in old:  # a key added to base.yaml after the run was created: it takes its value, no conflict
                 continue
             section = k.split(".")[0]
-            if section in own:
+            if section in own or section in FREE_SECTIONS:
                 continue
             owner = next((s for s in STAGES if section in s.sections), None)
             if owner is not None and not self.started(owner.verb):

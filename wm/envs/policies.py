@@ -6,6 +6,8 @@
   linear map of white noise, a = tanh(Wᵀz + b) with W (32 × 3), b (3). The h rows of W multiply zeros and are
   not drawn. z has the car V's 32 dims whatever `vae.z_dim` is, so the action statistics stay the authors'.
 - `brownian`: a random walk a ← clip(a + N(0, brownian_sigma²), −1, 1) from a ~ U(−1, 1)^A.
+- `agent`: a finished run's V + M + C with random hold segments mixed in (`wm.agent`, the paper's iterative
+  training, §5).
 - `hold` (Doom, §1b): a ~ U(−1, 1) held for a while. `collect.hold_rule = ha2018` is the authors' loop
   (`if frame % repeat == 0: draw a, draw repeat ~ U{1..10}`), whose holds end at the next multiple of the new
   repeat, so they are 1..10 steps but not uniform; `exact` holds each action exactly U{hold_min..hold_max} steps.
@@ -17,7 +19,7 @@ import numpy as np
 
 from wm.errors import WMError
 
-POLICIES = ("random_agent", "brownian", "hold")
+POLICIES = ("random_agent", "brownian", "hold", "agent")
 RANDOM_AGENT_Z = 32  # the car V's z size (§1a, §2)
 
 
@@ -89,9 +91,16 @@ class Hold:
         return self.a.astype(np.float32)
 
 
-def make_policy(cfg, rng: np.random.Generator, action_dim: int):
-    """The data policy `cfg.collect.policy` with its config parameters; `reset()` per episode, `act(obs)`."""
+def make_policy(cfg, rng: np.random.Generator, action_dim: int, run_dir=None):
+    """The data policy `cfg.collect.policy` with its config parameters; `reset()` per episode, `act(obs)`.
+
+    `agent` (the trained V + M + C of `collect.agent_run`, resolved against `run_dir`) lives in `wm.agent`.
+    """
     c = cfg.collect
+    if c.policy == "agent":
+        from wm.agent import AgentPolicy, agent_source
+
+        return AgentPolicy(cfg, agent_source(cfg, run_dir), rng, float(c.explore))
     if c.policy == "random_agent":
         return RandomAgent(rng, action_dim, float(c.random_agent_stdev))
     if c.policy == "brownian":

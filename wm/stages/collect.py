@@ -130,14 +130,15 @@ def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
     _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name), writer=writer)
 
 
-def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.ndarray], int, int]:
+def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None) -> tuple[dict[str, np.ndarray], int, int]:
     """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts)."""
     from wm.envs.policies import make_policy
 
     steps = 0
     for attempt in range(MAX_ATTEMPTS):
         env_seed, rng = episode_seeds(cfg.run.seed, slot, attempt)
-        ep = rollout(env, make_policy(cfg, rng, adim), cfg.env.name, env_seed, bool(cfg.collect.ignore_done))
+        policy = make_policy(cfg, rng, adim, run_dir)
+        ep = rollout(env, policy, cfg.env.name, env_seed, bool(cfg.collect.ignore_done))
         steps += len(ep["done"])
         if len(ep["done"]) > int(cfg.collect.min_length):
             return ep, attempt + 1, steps
@@ -147,7 +148,7 @@ def collect_slot(cfg: Config, env, adim: int, slot: int) -> tuple[dict[str, np.n
 
 def _work(slot: int) -> tuple[int, int, int, int, float]:
     t0 = time.perf_counter()
-    ep, attempts, steps = collect_slot(_W["cfg"], _W["env"], _W["adim"], slot)
+    ep, attempts, steps = collect_slot(_W["cfg"], _W["env"], _W["adim"], slot, _W["folder"].parent)
     _W["writer"].put(_W["folder"] / episode_name(slot), ep)
     return slot, len(ep["done"]), attempts, steps, time.perf_counter() - t0
 
@@ -186,6 +187,10 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         raise WMError(f"unknown collect.policy {cfg.collect.policy!r} (expected one of {POLICIES})")
     if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
         raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
+    if cfg.collect.policy == "agent":
+        from wm.agent import agent_source, check_agent_run
+
+        check_agent_run(agent_source(cfg, run.path))
     workers = int(getattr(args, "workers", None) or cfg.collect.workers)
     if workers < 1:
         raise WMError(f"collect.workers must be >= 1, got {workers}")

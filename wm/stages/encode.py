@@ -65,7 +65,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     vae_dir, out = run.stage_dir("train-vae"), run.stage_dir("encode")
     if not run.is_done("train-vae"):
         raise WMError(f"no finished V in {vae_dir} (run `train-vae` first)")
-    done_info = _read_json(vae_dir / "DONE")
+    done_info = run.done_info("train-vae")
     if done_info.get("z_dim") not in (None, z_dim):
         raise WMError(f"V in {vae_dir} was trained with z_dim={done_info['z_dim']} but vae.z_dim is {z_dim}")
     episodes = list_episodes(run.stage_dir("collect"))
@@ -124,11 +124,3 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         log.info("encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d", len(good), written,
                  skipped, bad, len(k))
 
-
-def _read_json(path: Path) -> dict:
-    import json
-
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}

@@ -20,6 +20,7 @@ from pathlib import Path
 from wm.cli import add_run_args, resolve_config
 from wm.config import Config
 from wm.errors import WMError
+from wm.iterate import prepare_round, round_dir
 from wm.metrics import last_record
 from wm.rundir import STAGES, RunDir
 
@@ -72,7 +73,7 @@ def stage_command(verb: str, run: RunDir, mpi: int) -> list[str]:
     return cmd
 
 
-def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, every: float) -> int:
+def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, every: float) -> int:
     # The stage stays in the pipeline's process group: Ctrl-C in the terminal, or a kill of the group (the TUI's
     # stop), reaches both. A SIGTERM sent to the pipeline alone is passed on to the stage, which checkpoints.
     start = time.time()
@@ -93,7 +94,7 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, 
                 el = now - start
                 eta = f"ETA {_fmt_time(el * (1 - p) / p)}" if p and 0 < p < 1 else "ETA ?"
                 pct = f"{100 * p:.0f}%" if p is not None else "…"
-                print(f"[{index}/{len(STAGES)}] {verb}: {pct}  elapsed {_fmt_time(el)}  {eta}", flush=True)
+                print(f"{tag}: {pct}  elapsed {_fmt_time(el)}  {eta}", flush=True)
     except KeyboardInterrupt:
         proc.wait()  # the stage got the same SIGINT and is checkpointing; rerun resumes
         raise
@@ -104,19 +105,23 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, index: int, 
     return rc
 
 
-def _demo_table(run: RunDir) -> None:
-    rows = []
-    for tag, label in (("random", "random policy"), ("real", "trained C")):
-        for mode in ("real", "dream"):
-            path = run.path / "eval" / (tag if mode == "real" else f"{tag}-dream") / "summary.json"
-            if tag == "real" and mode == "dream":
-                path = run.path / "eval" / "dream" / "summary.json"
-            if path.exists():
-                s = json.loads(path.read_text())
-                rows.append((label, mode, f"{s['mean']:.1f} ± {s['std']:.1f}", s["episodes"]))
+def _summary(run: RunDir, tag: str) -> dict | None:
+    path = run.path / "eval" / tag / "summary.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
+    """Random policy vs trained C (first pass and every round), in the real game and in the run's own dream."""
+    rows = [("random policy", run, "real", "random"), ("random policy", run, "dream", "random-dream"),
+            ("trained C", run, "real", "real"), ("trained C", run, "dream", "dream")]
+    for k, child in enumerate(rounds, 1):
+        rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
     print("\n  policy          env     steps survived (mean ± std)  episodes")
-    for label, mode, score, n in rows:
-        print(f"  {label:<15} {mode:<7} {score:<28} {n}")
+    for label, where, mode, tag in rows:
+        s = _summary(where, tag)
+        if s is not None:
+            score = f"{s['mean']:.1f} ± {s['std']:.1f}"
+            print(f"  {label:<15} {mode:<7} {score:<28} {s['episodes']}")
     report = run.path / "report.md"
     gifs = sorted(str(p) for p in run.path.rglob("*.gif"))
     print(f"\n  run directory: {run.path}\n  report:        {report if report.exists() else '(not written)'}")
@@ -124,40 +129,54 @@ def _demo_table(run: RunDir) -> None:
         print(f"  gif:           {g}")
 
 
-def main(args: argparse.Namespace) -> int:
-    run = RunDir(args.run)
-    cfg = run.bind_config(resolve_config(args), None)
-    t0 = time.time()
-    timings = {}
+def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], label: str = "") -> None:
+    """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses."""
     for i, st in enumerate(STAGES, 1):
+        tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
-            print(f"[{i}/{len(STAGES)}] {st.verb}: done, skipped", flush=True)
+            print(f"{tag}: done, skipped", flush=True)
         else:
             if args.force:
                 run.clear_done(st.verb)
             state = run.state(st.verb)
             word = "resuming" if state == "resumable" else "running"
             cmd = stage_command(st.verb, run, args.mpi)
-            print(f"[{i}/{len(STAGES)}] {st.verb}: {word}: {' '.join(cmd[:4])} …", flush=True)
+            print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
             start = time.time()
-            rc = _run_stage(cmd, run, cfg, st.verb, i, args.progress_every)
-            timings[st.verb] = time.time() - start
+            rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every)
+            timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
             if rc != 0 or not run.is_done(st.verb):
                 raise WMError(f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume")
-            print(f"[{i}/{len(STAGES)}] {st.verb}: done in {_fmt_time(timings[st.verb])}", flush=True)
+            print(f"{tag}: done in {_fmt_time(elapsed)}", flush=True)
         if args.until == st.verb:
-            break
+            return
+
+
+def main(args: argparse.Namespace) -> int:
+    run = RunDir(args.run)
+    cfg = run.bind_config(resolve_config(args), None)
+    t0 = time.time()
+    timings: dict[str, float] = {}
+    _run_stages(run, cfg, args, timings)
+    rounds = [] if args.until else [round_dir(run, k) for k in range(1, int(cfg.iterate.rounds) + 1)]
+    for k, child in enumerate(rounds, 1):
+        print(f"[round {k}/{len(rounds)}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
+        prepare_round(run, cfg, k)
+        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
     if args.demo:
         extra = [
-            ("random baseline in the real game", ["evaluate", "--random"]),
-            ("random baseline in the dream", ["evaluate", "--random", "--dream", "--tag", "random-dream"]),
-            ("trained controller in the dream", ["evaluate", "--dream"]),
-            ("run report", ["report"]),
+            (run, "random baseline in the real game", ["evaluate", "--random"]),
+            (run, "random baseline in the dream", ["evaluate", "--random", "--dream", "--tag", "random-dream"]),
+            (run, "trained controller in the dream", ["evaluate", "--dream"]),
+            (run, "run report", ["report"]),
         ]
-        for what, verb_args in extra:
+        for k, child in enumerate(rounds, 1):
+            extra += [(child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]),
+                      (child, f"round {k}: report", ["report"])]
+        for where, what, verb_args in extra:
             print(f"[demo] {what}", flush=True)
-            subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(run.path)], check=True)
-        _demo_table(run)
+            subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(where.path)], check=True)
+        _demo_table(run, rounds)
     total = time.time() - t0
     print(f"pipeline finished in {_fmt_time(total)}: " + ", ".join(f"{k} {_fmt_time(v)}" for k, v in timings.items()))
     hist = run.path / "pipeline_timings.jsonl"

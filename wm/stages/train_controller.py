@@ -101,6 +101,18 @@ def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
     return state
 
 
+def initial_mean(path: Any, n: int) -> np.ndarray:
+    """`es.init_from`: the CMA-ES starting mean (the previous round's C), checked for size and finiteness."""
+    try:
+        with np.load(path) as f:
+            x0 = np.asarray(f["params"], np.float64).reshape(-1)
+    except (OSError, ValueError, KeyError) as e:
+        raise WMError(f"es.init_from: cannot read params from {path} ({type(e).__name__})") from None
+    if x0.size != n or not np.all(np.isfinite(x0)):
+        raise WMError(f"es.init_from: {path} holds {x0.size} params (finite: {bool(np.all(np.isfinite(x0)))}), C needs {n}")
+    return x0
+
+
 def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from mpi import StopFlag, make_pool
     from wm.envs import action_dim
@@ -122,7 +134,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         st = _load_state(state_path, n, P)
         es = CMAES.from_state(st["es"])
     else:
-        es = CMAES(n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic)
+        x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
+        es = CMAES(n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic, x0=x0)
         st = {"version": STATE_VERSION, "n_params": n, "popsize": P, "generation": 0, "elapsed": 0.0, "best_fitness": -np.inf,
               "best_eval": -np.inf, "best_eval_gen": 0, "metrics_bytes": 0}
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
@@ -136,7 +149,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
         log.info("%s CMA-ES: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s", "resuming" if gen0 else "starting",
-                 n, P, K, es_cfg.fitness, gen0, G, "" if gen0 else f" (σ₀ {es_cfg.sigma0})")
+                 n, P, K, es_cfg.fitness, gen0, G,
+                 "" if gen0 else f" (σ₀ {es_cfg.sigma0}{', mean from ' + str(es_cfg.init_from) if es_cfg.init_from else ''})")
         try:
             pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
         except RuntimeError as e:

@@ -59,6 +59,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}
         if state["step"]:
             log.info("resuming at step %d (epoch %d, chunk %d)", state["step"], state["epoch"], state["chunk"])
+        elif m_cfg.init_from:
+            warm_start(model, run.resolve(m_cfg.init_from))
+            log.info("warm start from %s", m_cfg.init_from)
         train_step = make_train_step(model, opt, m_cfg.done_weight)
         rate = Rate()
 
@@ -104,6 +107,14 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 "params": int(model.count_params())}
         run.mark_done("train-mdnrnn", info)
         log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
+
+
+def warm_start(model, path) -> None:
+    """Load `mdnrnn.init_from` into the fresh model (the previous round's M); one clear line when it does not fit."""
+    from wm.models.mdnrnn import load_mdnrnn
+
+    src = load_mdnrnn(path, model.z_dim, model.action_dim, model.hidden, model.num_mixtures, model.predict_done)
+    model.set_weights(src.get_weights())
 
 
 def _save(out, ckpt, state: dict, carry) -> None:

@@ -1,0 +1,90 @@
+"""Rounds of the paper's iterative training (`iterate.*`): each round is a run directory of its own.
+
+Round k of run R lives in `R/round<k>/` and is an ordinary run (status, evaluate, report and the TUI work on it
+unchanged). `prepare_round` sets it up from the previous round (R itself for k = 1):
+
+- `episodes/`: hard links to every episode of the previous round; the round's `collect` then adds
+  `iterate.episodes` new slots played by the previous round's agent (`collect.policy: agent`, with
+  `collect.explore` random hold segments), so the data grows by the states each C reaches;
+- `vae/`: V is kept (hard link to the weights + DONE); `series/`: links to the encoded old episodes, so `encode`
+  only encodes the new ones;
+- M warm-starts from the previous M (`mdnrnn.init_from`) for `iterate.mdnrnn_epochs` epochs on all the data,
+  and CMA-ES starts at the previous C (`es.init_from`) for `iterate.generations` generations.
+
+Paths in the round's config are relative (`..`, `../round1`), so the run directory can be moved. Preparing
+is idempotent (only missing links are made) and a round whose stored config differs is refused by
+`RunDir.bind_config`, like any run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from wm import config as C
+from wm.config import Config
+from wm.errors import WMError
+from wm.rundir import RunDir
+
+
+def round_dir(base: RunDir, k: int) -> RunDir:
+    return RunDir(base.path / f"round{k}")
+
+
+def round_config(cfg: Config, k: int) -> Config:
+    """The config of round k ≥ 1 from the base run's config."""
+    it = cfg.iterate
+    prev = ".." if k == 1 else f"../round{k - 1}"
+    over = {
+        "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
+        "collect.policy": "agent",
+        "collect.agent_run": prev,
+        "collect.explore": float(it.explore),
+        "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
+        "mdnrnn.init_from": f"{prev}/mdnrnn/mdnrnn.weights.h5",
+        "es.init_from": f"{prev}/controller/best.npz",
+        "es.generations": int(it.generations),
+        "iterate.rounds": 0,  # a round does not iterate itself
+    }
+    if cfg.mdnrnn.batching == "streams":
+        over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
+    else:
+        over["mdnrnn.steps"] = int(it.mdnrnn_steps)
+    return C.update(cfg, over, source="iterate")
+
+
+def _link_all(src: Path, dst: Path, pattern: str) -> int:
+    """Hard-link src/pattern files missing from dst (copy when links are not possible); returns how many."""
+    dst.mkdir(parents=True, exist_ok=True)
+    n = 0
+    for f in sorted(src.glob(pattern)):
+        target = dst / f.name
+        if target.exists():
+            continue
+        tmp = dst / f".tmp-link-{f.name}"
+        tmp.unlink(missing_ok=True)
+        try:
+            os.link(f, tmp)
+        except OSError:  # another file system, or links not supported
+            shutil.copy2(f, tmp)
+        os.replace(tmp, target)
+        n += 1
+    return n
+
+
+def prepare_round(base: RunDir, cfg: Config, k: int) -> RunDir:
+    """Create or check round k of `base` (see the module docstring); returns its RunDir."""
+    prev = base if k == 1 else round_dir(base, k - 1)
+    for verb in ("collect", "train-vae", "encode", "train-mdnrnn", "train-controller"):
+        if not prev.is_done(verb):
+            raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
+    child = round_dir(base, k)
+    child.bind_config(round_config(cfg, k))
+    _link_all(prev.stage_dir("collect"), child.stage_dir("collect"), "ep_*.npz")
+    _link_all(prev.stage_dir("encode"), child.stage_dir("encode"), "ep_*.npz")
+    _link_all(prev.stage_dir("train-vae"), child.stage_dir("train-vae"), "vae.weights.h5")
+    if not child.is_done("train-vae"):
+        child.mark_done("train-vae", {**prev.done_info("train-vae"), "linked_from": str(prev.path)})
+    return child
+
