@@ -1,0 +1,144 @@
+"""Iterative training (paper §5): round configs, round directories made of hard links, and the agent data policy
+(a trained run's V + M + C acting in real ViZDoom, with random hold segments for exploration)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wm.config import load
+from wm.data.episodes import write_episode
+from wm.errors import WMError
+from wm.iterate import prepare_round, round_config
+from wm.rundir import RunDir, atomic_savez
+
+SETS = ["iterate.episodes=5", "iterate.generations=3", "iterate.mdnrnn_epochs=2"]
+
+
+def _cfg(*extra: str):
+    return load(["doom_takecover", "tiny"], SETS + list(extra))
+
+
+def test_round_config_chains_rounds():
+    cfg = _cfg()
+    r1, r3 = round_config(cfg, 1), round_config(cfg, 3)
+    assert r1.collect.episodes == 12 + 5 and r3.collect.episodes == 12 + 15  # cumulative data
+    assert (r1.collect.policy, r1.collect.agent_run, r3.collect.agent_run) == ("agent", "..", "../round2")
+    assert r1.mdnrnn.init_from == "../mdnrnn/mdnrnn.weights.h5" and r3.es.init_from == "../round2/controller/best.npz"
+    assert (r1.mdnrnn.epochs, r1.es.generations, r1.collect.min_length, r1.iterate.rounds) == (2, 3, 0, 0)
+    assert r1.vae.to_dict() == cfg.vae.to_dict() and r1.env.to_dict() == cfg.env.to_dict()
+
+
+def _fake_base(path, cfg, done=("collect", "train-vae", "encode", "train-mdnrnn", "train-controller")) -> RunDir:
+    run = RunDir(path)
+    run.bind_config(cfg)
+    ep = {"obs": np.zeros((3, 64, 64, 3), np.uint8), "action": np.zeros((3, 1), np.float32),
+          "reward": np.ones(3, np.float32), "done": np.array([0, 0, 1], bool), "seed": np.int64(1)}
+    for i in range(2):
+        write_episode(run.stage_dir("collect") / f"ep_{i:06d}.npz", **ep)
+        write_episode(run.stage_dir("encode") / f"ep_{i:06d}.npz", mu=np.zeros((3, 64), np.float16),
+                      logvar=np.zeros((3, 64), np.float16), action=ep["action"], reward=ep["reward"], done=ep["done"])
+    run.stage_dir("train-vae").mkdir(parents=True, exist_ok=True)
+    (run.stage_dir("train-vae") / "vae.weights.h5").write_bytes(b"weights")
+    for verb in done:
+        run.mark_done(verb, {"z_dim": 64} if verb == "train-vae" else {})
+    return run
+
+
+def test_prepare_round_links_data_and_keeps_v(tmp_path):
+    cfg = _cfg("iterate.rounds=2")
+    base = _fake_base(tmp_path / "run", cfg)
+    r1 = prepare_round(base, cfg, 1)
+    assert r1.path == base.path / "round1" and r1.load_config().to_dict() == round_config(cfg, 1).to_dict()
+    for stage, name in (("collect", "ep_000001.npz"), ("encode", "ep_000000.npz"), ("train-vae", "vae.weights.h5")):
+        assert (r1.stage_dir(stage) / name).stat().st_ino == (base.stage_dir(stage) / name).stat().st_ino
+    assert r1.is_done("train-vae") and r1.done_info("train-vae")["z_dim"] == 64
+    assert not r1.is_done("collect") and not (r1.stage_dir("encode") / "initial_z.npz").exists()
+    assert prepare_round(base, cfg, 1).path == r1.path  # idempotent
+    # round 2 needs a finished round 1: one line naming what is missing, nothing created
+    with pytest.raises(WMError, match=r"round 2 needs a finished collect in .*round1"):
+        prepare_round(base, cfg, 2)
+    assert not (base.path / "round2").exists()
+    # a changed iterate setting is refused by the round's stored config, not silently applied
+    with pytest.raises(WMError, match="collect.episodes"):
+        prepare_round(base, _cfg("iterate.rounds=2", "iterate.episodes=9"), 1)
+    # while the base run itself accepts any iterate.* change (no stage of it reads them)
+    base.bind_config(_cfg("iterate.rounds=4", "iterate.episodes=9"), None)
+
+
+def test_prepare_round_refuses_unfinished_base(tmp_path):
+    cfg = _cfg("iterate.rounds=1")
+    base = _fake_base(tmp_path / "run", cfg, done=("collect", "train-vae", "encode", "train-mdnrnn"))
+    with pytest.raises(WMError, match="train-controller"):
+        prepare_round(base, cfg, 1)
+
+
+# ---------------------------------------------------------------- the agent data policy, real ViZDoom
+
+
+@pytest.fixture(scope="module")
+def agent_run(tmp_path_factory):
+    """A run with untrained-but-real V (z 64), M (LSTM 32) and zero C params on disk."""
+    from wm.models.controller import Controller
+    from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.models.vae import ConvVAE
+    from wm.training import save_weights
+
+    path = tmp_path_factory.mktemp("agent")
+    cfg = _cfg("mdnrnn.hidden=32", "env.max_steps=60", "collect.min_length=0")
+    run = RunDir(path / "src")
+    run.bind_config(cfg)
+    for d in ("vae", "mdnrnn", "controller"):
+        (run.path / d).mkdir(parents=True)
+    save_weights(ConvVAE(64), run.path / "vae" / "vae.weights.h5")
+    m = MDNRNN(64, 1, 32, 5, True)
+    save_weights(m, run.path / "mdnrnn" / "mdnrnn.weights.h5")
+    save_config(m, run.path / "mdnrnn" / "model.json")
+    n = Controller.from_config(cfg, 1).n_params
+    atomic_savez(run.path / "controller" / "best.npz", params=np.zeros(n))
+    return cfg, run
+
+
+def _episode(cfg, run_dir, slot, *sets):
+    from wm import config as C
+    from wm.envs import make_env
+    from wm.stages.collect import collect_slot
+
+    cfg = C.update(cfg, {"collect.policy": "agent", "collect.agent_run": "src", **dict(s.split("=") for s in sets)})
+    env = make_env(cfg)
+    try:
+        return collect_slot(cfg, env, 1, slot, run_dir)[0]
+    finally:
+        env.close()
+
+
+@pytest.mark.env
+def test_agent_policy_acts_with_c_and_explores_with_holds(agent_run):
+    cfg, run = agent_run
+    root = run.path.parent
+    # C with zero weights outputs tanh(0) = 0 on every step, so without exploration every action is 0
+    ep = _episode(cfg, root, 0, "collect.explore=0.0")
+    assert len(ep["action"]) > 10 and np.all(ep["action"] == 0.0)
+    # always exploring: uniform actions held for 1..10 steps, never C's 0
+    ep = _episode(cfg, root, 0, "collect.explore=1.0")
+    a = ep["action"][:, 0]
+    assert np.all(a != 0.0) and np.all(np.abs(a) <= 1.0)
+    changes = np.flatnonzero(np.diff(a)) + 1
+    runs = np.diff(np.concatenate([[0], changes, [len(a)]]))
+    assert runs.max() <= 10 and len(runs) >= 3
+    # mixed: some segments are C's (0), some random; and a slot's episode is reproducible
+    e1, e2 = (_episode(cfg, root, 3, "collect.explore=0.5") for _ in range(2))
+    assert 0 < np.mean(e1["action"] == 0.0) < 1
+    np.testing.assert_array_equal(e1["action"], e2["action"])
+    np.testing.assert_array_equal(e1["obs"], e2["obs"])
+
+
+def test_agent_policy_refuses_missing_artifacts(tmp_path):
+    from wm.agent import check_agent_run
+
+    with pytest.raises(WMError, match="not a run directory"):
+        check_agent_run(tmp_path / "nope")
+    (tmp_path / "src" / "vae").mkdir(parents=True)
+    (tmp_path / "src" / "vae" / "vae.weights.h5").write_bytes(b"x")
+    with pytest.raises(WMError, match=r"mdnrnn\.weights\.h5 missing"):
+        check_agent_run(tmp_path / "src")
