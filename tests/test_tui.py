@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tui.app import WMApp
-from tui.model import MetricsTail, Series
+from tui.model import MetricsTail, Series, find_runs
 from tui.process import build_command
 from tui.screens.dialogs import QuitScreen
 from tui.screens.launch import LaunchScreen
@@ -332,3 +332,11 @@ def test_picker_lists_runs_and_opens_one(tmp_path):
             assert cells(app, "collect")[2] == "not started"
 
     asyncio.run(main())
+
+
+def test_find_runs_lists_iteration_rounds_after_their_run(tmp_path):
+    for rel in ("b", "a", "a/round10", "a/round2", "a/roundup", "a/notes"):
+        (tmp_path / rel).mkdir(parents=True)
+        if rel != "a/notes":
+            (tmp_path / rel / "config.yaml").write_text("{}\n")
+    assert [p.relative_to(tmp_path).as_posix() for p in find_runs(tmp_path)] == ["a", "a/round2", "a/round10", "b"]

@@ -48,10 +48,13 @@ def is_run(path: Path) -> bool:
 
 
 def find_runs(root: Path) -> list[Path]:
-    """The runs directly under `root`, sorted by name."""
+    """The runs directly under `root`, sorted by name, each followed by its iterative-training rounds."""
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if not p.name.startswith(".") and is_run(p))
+    runs = sorted(p for p in root.iterdir() if not p.name.startswith(".") and is_run(p))
+    # rounds of iterative training (`<run>/round<k>`, see wm/iterate.py) are runs of their own, listed after theirs
+    return [q for p in runs for q in (p, *sorted((r for r in p.glob("round*") if r.name[5:].isdigit() and is_run(r)),
+                                                  key=lambda r: int(r.name[5:])))]
 
 
 def run_summary(path: Path) -> str:

@@ -68,7 +68,14 @@ def main(args: argparse.Namespace) -> int:
         raise WMError(f"run directory {run.path} does not exist")
     cfg = run.load_config()
     print(f"run {run.path}" + (f"  (env {cfg.env.name})" if cfg is not None else "  (no config.yaml yet)"))
+    _print_rows(run, "  ")
+    for child in sorted((p for p in run.path.glob("round*") if p.name[5:].isdigit()), key=lambda p: int(p.name[5:])):
+        print(f"  {child.name} (iterative training, {child})")
+        _print_rows(RunDir(child), "    ")
+    return 0
+
+
+def _print_rows(run: RunDir, indent: str) -> None:
     for verb, state, figs in stage_rows(run):
         fig = "  ".join(f"{k.split('/', 1)[1]} {_fmt(v)}" for k, v in figs.items())
-        print(f"  {verb:<17} {state:<12} {fig}".rstrip())
-    return 0
+        print(f"{indent}{verb:<17} {state:<12} {fig}".rstrip())

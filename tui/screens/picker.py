@@ -47,7 +47,7 @@ class PickerScreen(Screen[None]):
         runs.clear_options()
         found = find_runs(self.root)
         for path in found:
-            runs.add_option(Option(f"{path.name:<24} {run_summary(path)}", id=str(path)))
+            runs.add_option(Option(f"{str(path.relative_to(self.root)):<24} {run_summary(path)}", id=str(path)))
         if not found:
             runs.add_option(Option(f"no runs in {self.root} yet: press n to name one", id="", disabled=True))
         else:
