@@ -142,3 +142,17 @@ def test_agent_policy_refuses_missing_artifacts(tmp_path):
     (tmp_path / "src" / "vae" / "vae.weights.h5").write_bytes(b"x")
     with pytest.raises(WMError, match=r"mdnrnn\.weights\.h5 missing"):
         check_agent_run(tmp_path / "src")
+
+
+def test_pipeline_force_refuses_to_orphan_rounds(tmp_path, repo_root):
+    import subprocess
+    import sys
+
+    cfg = _cfg("iterate.rounds=1")
+    base = _fake_base(tmp_path / "run", cfg)
+    prepare_round(base, cfg, 1)
+    before = sorted(p.relative_to(base.path) for p in base.path.rglob("*"))
+    proc = subprocess.run([sys.executable, "-m", "wm", "pipeline", "--run", str(base.path), "--force"], cwd=repo_root,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "--force would redo" in proc.stderr and "round1" in proc.stderr
+    assert sorted(p.relative_to(base.path) for p in base.path.rglob("*")) == before and base.is_done("collect")

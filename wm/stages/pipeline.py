@@ -4,6 +4,9 @@ Each stage runs as its own subprocess (`python -m wm <verb> --run …`, or under
 controller), so a crash or a kill of one stage leaves the others' artifacts intact and TensorFlow memory is
 returned between stages. Stages already DONE are skipped; an interrupted one resumes (each stage resumes
 itself). While a stage runs, a progress line with elapsed time and ETA is printed from the run directory.
+
+With `iterate.rounds: N` the first pass is followed by N rounds of iterative training (`wm.iterate`): round k
+is prepared in `<run>/round<k>/` and its stages run the same way (V is linked, so its train-vae is skipped).
 """
 
 from __future__ import annotations
@@ -155,6 +158,9 @@ def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     cfg = run.bind_config(resolve_config(args), None)
+    if args.force and (old := sorted(run.path.glob("round[0-9]*"))):
+        raise WMError(f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "
+                      f"move or delete {run.path}/round* first")
     t0 = time.time()
     timings: dict[str, float] = {}
     _run_stages(run, cfg, args, timings)
