@@ -52,6 +52,11 @@ def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[i
         lengths.append(len(arrays["done"]))
     if not paths:
         raise WMError(f"no readable episode files in {folder}")
+    n = int(cfg.vae.episodes)
+    if n > 0:  # V on the first n episodes only: its step budget, not the dataset size, is what costs
+        if len(paths) < n:
+            log.warning("vae.episodes=%d but only %d readable episodes: using them all", n, len(paths))
+        paths, lengths = paths[:n], lengths[:n]
     return paths, lengths
 
 
