@@ -147,5 +147,9 @@ def test_done_sampling_threshold_vs_bernoulli(world):
     while not env.step(None)[2]:
         t += 1
     assert t == lengths[2, 7]
+    # trained with deaths weighted ×10, the same head means p = 0.1/(10 − 0.9) ≈ 0.011 at the data's own rate:
+    # Bernoulli takes log 10 off the logit, so episodes last ≈ 91 steps, not 10
+    weighted = DreamEvaluator(hazard, c, mu0, lv0, 1.0, 1000, done_sampling="bernoulli", done_weight=10.0)
+    assert 80 < weighted.evaluate(_params(c, 4), seeds)[1].mean() < 102  # geometric(1/91) over 400: 91 ± 4.5
     with pytest.raises(WMError, match="done_sampling"):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")

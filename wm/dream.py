@@ -82,10 +82,13 @@ class _Core:
     """The step function shared by the evaluator and DreamEnv (one place for the dream's semantics)."""
 
     def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, done_sampling: str = "threshold"):
+                 temperature: float, max_steps: int, done_sampling: str = "threshold", done_weight: float = 1.0):
         if done_sampling not in ("threshold", "bernoulli"):
             raise WMError(f"dream.done_sampling must be threshold or bernoulli, got {done_sampling!r}")
         self.done_sampling = done_sampling
+        # M's done head was trained with deaths weighted ×w, which moves its logit up by log w; Bernoulli sampling
+        # takes it back off to draw deaths at the data's own rate (the cutoff is the paper's, on the raw logit)
+        self.done_shift = float(np.log(max(float(done_weight), 1e-12)))
         if controller.z_dim != mdnrnn.z_dim or controller.hidden != mdnrnn.hidden or controller.action_dim != mdnrnn.action_dim:
             raise WMError(f"{controller} does not fit M (z {mdnrnn.z_dim}, hidden {mdnrnn.hidden}, A {mdnrnn.action_dim})")
         initial_mu = np.asarray(initial_mu, np.float32)
@@ -118,7 +121,7 @@ class _Core:
         done = tf.fill([n], tf.cast(t, tf.int64) + 1 >= self.max_steps)
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
-            done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < tf.sigmoid(out.done_logit))
+            done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < tf.sigmoid(out.done_logit - self.done_shift))
         elif out.done_logit is not None:
             done = tf.logical_or(done, out.done_logit > 0.0)  # cutoff, no sampling, no τ (§4)
         return z, c, h, done, action
@@ -128,8 +131,9 @@ class DreamEvaluator:
     """All P·K dream episodes of a population in one compiled graph (§5, DESIGN "Performance shape")."""
 
     def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, compact_every: int = 10, done_sampling: str = "threshold"):
-        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling)
+                 temperature: float, max_steps: int, compact_every: int = 10, done_sampling: str = "threshold",
+                 done_weight: float = 1.0):
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
 
@@ -188,8 +192,9 @@ class DreamEnv:
     """
 
     def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, params: np.ndarray | None = None, done_sampling: str = "threshold"):
-        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling)
+                 temperature: float, max_steps: int, params: np.ndarray | None = None, done_sampling: str = "threshold",
+                 done_weight: float = 1.0):
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(self.core.reset)
         self._step_c = tf.function(lambda p, s, t, z, c, h: self.core.step(p[None], s, t, z, c, h))
@@ -242,6 +247,7 @@ def load_dream(cfg: Any, run: Any, **kw: Any) -> DreamEvaluator:
     mu, logvar = load_initial_z(Path(run.stage_dir("encode")) / "initial_z.npz")
     controller = Controller.from_config(cfg, action_dim(cfg))
     kw.setdefault("done_sampling", cfg.dream.done_sampling)
+    kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
     return DreamEvaluator(m, controller, mu, logvar, cfg.dream.temperature, cfg.dream.max_steps, **kw)
 
 

@@ -179,7 +179,7 @@ def dream_env(cfg: Config, run: RunDir, temperature: float, params: np.ndarray |
     m = load_mdnrnn(m_weights(run), cfg.vae.z_dim, a_dim, cfg.mdnrnn.hidden, cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
     mu, logvar = D.load_initial_z(run.stage_dir("encode") / "initial_z.npz")
     return D.DreamEnv(m, Controller.from_config(cfg, a_dim), mu, logvar, temperature, cfg.dream.max_steps, params=params,
-                       done_sampling=cfg.dream.done_sampling)
+                       done_sampling=cfg.dream.done_sampling, done_weight=cfg.mdnrnn.done_weight)
 
 
 def dream_episode(env: Any, cfg: Config, seed: int, random: bool, decode: Any = None) -> tuple[float, int, dict[str, list]]:

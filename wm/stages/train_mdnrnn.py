@@ -152,7 +152,8 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     mu, logvar = load_initial_z(run.stage_dir("encode") / "initial_z.npz")
     ctrl = Controller.from_config(cfg, model.action_dim)
     steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
-    env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps, done_sampling=cfg.dream.done_sampling)
+    env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps, done_sampling=cfg.dream.done_sampling,
+                   done_weight=cfg.mdnrnn.done_weight)
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
     for _ in range(n):
