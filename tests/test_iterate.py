@@ -24,7 +24,9 @@ def test_round_config_chains_rounds():
     r1, r3 = round_config(cfg, 1), round_config(cfg, 3)
     assert r1.collect.episodes == 12 + 5 and r3.collect.episodes == 12 + 15  # cumulative data
     assert (r1.collect.policy, r1.collect.agent_run, r3.collect.agent_run) == ("agent", "..", "../round2")
-    assert r1.mdnrnn.init_from == "../mdnrnn/mdnrnn.weights.h5" and r3.es.init_from == "../round2/controller/best.npz"
+    assert r1.mdnrnn.init_from == "../mdnrnn/mdnrnn.weights.h5" and r3.mdnrnn.init_from == "../round2/mdnrnn/mdnrnn.weights.h5"
+    assert r1.es.init_from == ""  # C afresh by default; from the previous round's with warm_start_c
+    assert round_config(_cfg("iterate.warm_start_c=true"), 3).es.init_from == "../round2/controller/best.npz"
     assert (r1.mdnrnn.epochs, r1.es.generations, r1.collect.min_length, r1.iterate.rounds) == (2, 3, 0, 0)
     assert r1.vae.to_dict() == cfg.vae.to_dict() and r1.env.to_dict() == cfg.env.to_dict()
 

@@ -27,7 +27,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 def _pipeline(run: Path, **kw) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--mpi", "3",
            "--progress-every", "5",
-           "--set", "iterate.rounds=1", "iterate.episodes=3", "iterate.generations=2", "iterate.mdnrnn_epochs=1"]
+           "--set", "iterate.rounds=1", "iterate.episodes=3", "iterate.generations=2", "iterate.mdnrnn_epochs=1",
+           "iterate.warm_start_c=true"]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
 

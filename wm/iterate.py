@@ -9,7 +9,8 @@ unchanged). `prepare_round` sets it up from the previous round (R itself for k =
 - `vae/`: V is kept (hard link to the weights + DONE); `series/`: links to the encoded old episodes, so `encode`
   only encodes the new ones;
 - M warm-starts from the previous M (`mdnrnn.init_from`) for `iterate.mdnrnn_epochs` epochs on all the data,
-  and CMA-ES starts at the previous C (`es.init_from`) for `iterate.generations` generations.
+  and CMA-ES runs `iterate.generations` generations, afresh by default or from the previous C
+  (`iterate.warm_start_c`, through `es.init_from`).
 
 Paths in the round's config are relative (`..`, `../round1`), so the run directory can be moved. Preparing
 is idempotent (only missing links are made) and a round whose stored config differs is refused by
@@ -43,7 +44,7 @@ def round_config(cfg: Config, k: int) -> Config:
         "collect.explore": float(it.explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": f"{prev}/mdnrnn/mdnrnn.weights.h5",
-        "es.init_from": f"{prev}/controller/best.npz",
+        "es.init_from": f"{prev}/controller/best.npz" if it.warm_start_c else "",
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
