@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from wm.rundir import GLOBAL_SECTIONS, STAGES, RunDir, stage
+from wm.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
 
 # Per stage short name: (main plot series, throughput series). Keys from the stages' KEY_FIGURES contract.
 PLOTS: dict[str, tuple[tuple[str, ...], str | None]] = {
@@ -53,8 +53,7 @@ def find_runs(root: Path) -> list[Path]:
         return []
     runs = sorted(p for p in root.iterdir() if not p.name.startswith(".") and is_run(p))
     # rounds of iterative training (`<run>/round<k>`, see wm/iterate.py) are runs of their own, listed after theirs
-    return [q for p in runs for q in (p, *sorted((r for r in p.glob("round*") if r.name[5:].isdigit() and is_run(r)),
-                                                  key=lambda r: int(r.name[5:])))]
+    return [q for p in runs for q in (p, *(r for r in round_dirs(p) if is_run(r)))]
 
 
 def run_summary(path: Path) -> str:

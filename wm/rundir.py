@@ -282,3 +282,8 @@ class RunDir:
             )
         atomic_write_text(self.config_path, cfg.to_yaml())
         return cfg
+
+
+def round_dirs(path: Path) -> list[Path]:
+    """The iterative-training rounds of the run at `path` (`round1`, `round2`, … in number order; wm.iterate)."""
+    return sorted((p for p in Path(path).glob("round*") if p.name[5:].isdigit() and p.is_dir()), key=lambda p: int(p.name[5:]))

@@ -8,7 +8,7 @@ from typing import Any
 
 from wm.errors import WMError
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir
+from wm.rundir import STAGES, RunDir, round_dirs
 
 # Metric keys shown as a stage's key figures (the last record of metrics/<stage>.jsonl that has them).
 KEY_FIGURES: dict[str, tuple[str, ...]] = {
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
     cfg = run.load_config()
     print(f"run {run.path}" + (f"  (env {cfg.env.name})" if cfg is not None else "  (no config.yaml yet)"))
     _print_rows(run, "  ")
-    for child in sorted((p for p in run.path.glob("round*") if p.name[5:].isdigit()), key=lambda p: int(p.name[5:])):
+    for child in round_dirs(run.path):
         print(f"  {child.name} (iterative training, {child})")
         _print_rows(RunDir(child), "    ")
     return 0

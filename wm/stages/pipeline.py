@@ -25,7 +25,7 @@ from wm.config import Config
 from wm.errors import WMError
 from wm.iterate import prepare_round, round_dir
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir
+from wm.rundir import STAGES, RunDir, round_dirs
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -158,7 +158,7 @@ def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     cfg = run.bind_config(resolve_config(args), None)
-    if args.force and (old := sorted(run.path.glob("round[0-9]*"))):
+    if args.force and (old := round_dirs(run.path)):
         raise WMError(f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "
                       f"move or delete {run.path}/round* first")
     t0 = time.time()
