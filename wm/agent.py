@@ -4,8 +4,8 @@ The paper's iterative training procedure rolls the current controller out in the
 to the data and retrains M (and C) on them, so M learns the states C actually reaches; a C trained on random
 data alone finds states M has never seen and exploits them (in DoomTakeCover: walking into a wall, where M
 predicts no death). This module is the rollout half: one env step is one compiled batch-1 graph that encodes
-the frame with V, samples z = μ + σ·ε (ε from the episode's generator, as in `wm.rollout`), asks C, and steps M
-with the action actually applied.
+the frame with V, samples z = μ + σ·ε (ε from the episode's generator), asks C, and steps M with the action
+actually applied — `wm.rollout.agent_step`, the same step the real-env evaluation uses.
 
 Exploration (`collect.explore`): the episode is cut into hold segments of U{hold_min..hold_max} steps; each
 segment, with probability `explore`, applies a uniform random action held for the segment (the `hold` data
@@ -61,6 +61,7 @@ def _models(source: str, cfg_yaml: str) -> tuple[Any, ...]:
     from wm.models.controller import Controller
     from wm.models.mdnrnn import load_mdnrnn
     from wm.models.vae import load_vae
+    from wm.rollout import agent_step
 
     cfg = Config(yaml.safe_load(cfg_yaml))
     paths = agent_paths(Path(source))
@@ -79,13 +80,7 @@ def _models(source: str, cfg_yaml: str) -> tuple[Any, ...]:
                                   tf.TensorSpec((1,), tf.float32), tf.TensorSpec((1, A), tf.float32),
                                   tf.TensorSpec((), tf.bool)])
     def step(obs, eps, c, h, fresh, override, use_override):
-        keep = (1.0 - fresh)[:, None]
-        c, h = c * keep, h * keep  # a new episode starts from the zero state (§4)
-        mu, logvar = vae.encode(obs)
-        z = mu + tf.exp(logvar / 2.0) * eps
-        a = ctrl.act_tf(params_t, z, c, h, postprocess=False)
-        a = tf.where(use_override, override, a)
-        _, (c, h) = m.step(z, ctrl.postprocess_tf(a), (c, h), fresh if m.predict_done else None)
+        a, _, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
         return a, c, h
 
     return step, m.z_dim, m.hidden, A

@@ -25,6 +25,26 @@ import numpy as np
 from wm.errors import WMError
 
 
+def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, override=None, use_override=None):
+    """One real-env step of the V + M + C agent for a batch, in TF: returns (action, z, c', h').
+
+    A fresh slot starts from the zero state (§4); z = μ + σ·ε is sampled, not μ (§6; peers.md §4 F); C acts in
+    controller space (the env wrapper post-processes itself) unless `use_override` picks `override` (the agent
+    data policy's random segments, `wm.agent`); M is stepped with what the env applies (§6), restart = fresh.
+    """
+    import tensorflow as tf
+
+    keep = (1.0 - fresh)[:, None]
+    c, h = c * keep, h * keep
+    mu, logvar = vae.encode(obs)
+    z = mu + tf.exp(logvar / 2.0) * eps
+    a = ctrl.act_tf(params, z, c, h, postprocess=False)
+    if override is not None:
+        a = tf.where(use_override, override, a)
+    _, (c, h) = m.step(z, ctrl.postprocess_tf(a), (c, h), fresh if m.predict_done else None)
+    return a, z, c, h
+
+
 class RealEvaluator:
     """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
 
@@ -68,16 +88,7 @@ class RealEvaluator:
         return cfg_cls(cfg, vae, m, Controller.from_config(cfg, A), n_envs=n_envs, keep_raw=keep_raw)
 
     def _graph(self, obs, eps, c, h, params, fresh):
-        import tensorflow as tf
-
-        keep = (1.0 - fresh)[:, None]
-        c, h = c * keep, h * keep  # a new episode starts from the zero state (§4)
-        mu, logvar = self.vae.encode(obs)
-        z = mu + tf.exp(logvar / 2.0) * eps  # sampled z, not μ (§6; peers.md §4 F)
-        a = self.c.act_tf(params, z, c, h, postprocess=False)  # the env wrapper post-processes itself
-        restart = fresh if self.m.predict_done else None
-        _, (c, h) = self.m.step(z, self.c.postprocess_tf(a), (c, h), restart)  # M sees what the env applies (§6)
-        return a, z, c, h
+        return agent_step(self.vae, self.m, self.c, obs, eps, c, h, params, fresh)
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray, record: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes."""

@@ -26,6 +26,7 @@ from wm.errors import WMError
 from wm.iterate import prepare_round, round_dir
 from wm.metrics import last_record
 from wm.rundir import STAGES, RunDir, round_dirs
+from wm.stages.report import evaluations
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -108,20 +109,16 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
     return rc
 
 
-def _summary(run: RunDir, tag: str) -> dict | None:
-    path = run.path / "eval" / tag / "summary.json"
-    return json.loads(path.read_text()) if path.exists() else None
-
-
 def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     """Random policy vs trained C (first pass and every round), in the real game and in the run's own dream."""
     rows = [("random policy", run, "real", "random"), ("random policy", run, "dream", "random-dream"),
             ("trained C", run, "real", "real"), ("trained C", run, "dream", "dream")]
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
+    found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
     print("\n  policy          env     steps survived (mean ± std)  episodes")
     for label, where, mode, tag in rows:
-        s = _summary(where, tag)
+        s = found[where.path].get(tag)
         if s is not None:
             score = f"{s['mean']:.1f} ± {s['std']:.1f}"
             print(f"  {label:<15} {mode:<7} {score:<28} {s['episodes']}")
