@@ -218,6 +218,21 @@ def test_doom_frames_cap_and_skill(mode):
 
 
 @pytest.mark.env
+def test_doom_env_makes_vizdoom_dir_before_the_game_starts(tmp_path, monkeypatch):
+    """Games starting at once race to create ./_vizdoom/ and the loser segfaults (the CI failure of a fresh clone):
+    the env creates it before the game's init, which happens at the first reset."""
+    from wm.envs import make_env
+
+    monkeypatch.chdir(tmp_path)
+    env = make_env(load(["doom_takecover"], ["env.max_steps=5"]))
+    try:
+        assert (tmp_path / "_vizdoom").is_dir()
+        env.reset(seed=1)
+    finally:
+        env.close()
+
+
+@pytest.mark.env
 def test_doom_action_directions_and_determinism():
     import vizdoom as vzd
 

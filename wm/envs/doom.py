@@ -37,9 +37,14 @@ class DoomTakeCoverEnv(FrameEnv):
     """VizdoomTakeCover-v1 with skill `cfg.env.doom_skill`, 64×64 frames and the ±1/3 action thresholds."""
 
     def __init__(self, cfg: Config, keep_raw: bool = False):
+        import os
+
         import gymnasium as gym
         import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom* ids)
 
+        # ViZDoom's init creates ./_vizdoom/ if missing, and two games starting at once race on it: the loser prints
+        # "Failed to create ./_vizdoom/ directory: File exists" and segfaults (measured: 1 in 60 simultaneous starts).
+        os.makedirs("_vizdoom", exist_ok=True)
         super().__init__(cfg, DOOM_CROP, ACTION_DIM, keep_raw)
         self.inner = gym.make(
             "VizdoomTakeCover-v1", doom_skill=int(cfg.env.doom_skill), episode_start_time=EPISODE_START_TIME

@@ -21,9 +21,7 @@ handed to that thread, and the stage re-checks every file on disk before writing
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import queue
-import signal
 import threading
 import time
 from pathlib import Path
@@ -34,6 +32,7 @@ import numpy as np
 from wm.config import Config
 from wm.data.episodes import EpisodeError, episode_index, episode_name, list_episodes, read_episode, write_episode
 from wm.errors import WMError
+from wm.procpool import at_worker_exit, spawn_map
 from wm.rundir import RunDir
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
@@ -109,24 +108,14 @@ class _Writer:
         self.thread.join()
 
 
-def _sigterm(signum, frame) -> None:
-    raise SystemExit(0)
-
-
 def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
-    from multiprocessing.util import Finalize
-
     from wm.envs import action_dim, make_env
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and terminates the pool
-    # Pool.terminate() sends SIGTERM; exiting through SystemExit runs the finalizer below, which closes the env.
-    # Without it the ViZDoom game process (which ignores SIGTERM) outlives the worker.
-    signal.signal(signal.SIGTERM, _sigterm)
     cfg = Config(cfg_dict)
     env = make_env(cfg)
     writer = _Writer()
-    Finalize(env, env.close, exitpriority=10)
-    Finalize(writer, writer.close, exitpriority=20)  # higher runs first: pending episode written before exit
+    at_worker_exit(env.close)
+    at_worker_exit(writer.close)  # runs first: the pending episode is written before the worker exits
     _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name), writer=writer)
 
 
@@ -207,19 +196,16 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         steps = rejected = 0
         t0 = time.perf_counter()
         if todo:
-            ctx = mp.get_context("spawn")
-            with ctx.Pool(min(workers, len(todo)), initializer=_init_worker,
-                          initargs=(cfg.to_dict(), str(folder))) as pool:
-                for slot, n, attempts, spent, _ in pool.imap_unordered(_work, todo):
-                    good[slot] = n
-                    frames += n
-                    steps += spent
-                    rejected += attempts - 1
-                    sps = steps / max(time.perf_counter() - t0, 1e-9)
-                    log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
-                                            "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
-                pool.close()  # let the workers exit normally (closing their envs) before the context terminates them
-                pool.join()
+            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", _init_worker,
+                                (cfg.to_dict(), str(folder)))
+            for slot, n, attempts, spent, _ in results:
+                good[slot] = n
+                frames += n
+                steps += spent
+                rejected += attempts - 1
+                sps = steps / max(time.perf_counter() - t0, 1e-9)
+                log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
+                                        "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target)
         if todo:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
-import multiprocessing.util  # noqa: F401 — mp.util.Finalize
 import sys
 import time
 from pathlib import Path
@@ -26,6 +24,7 @@ import numpy as np
 
 from wm.config import Config
 from wm.errors import WMError
+from wm.procpool import at_worker_exit, spawn_map
 from wm.rundir import RunDir, atomic_write_json, atomic_write_text
 
 
@@ -264,9 +263,6 @@ def _chunk_worker(job: tuple[dict, str, np.ndarray | None, list[int], bool, bool
             _CTX[key] = make_env(cfg)
         else:
             _CTX[key] = _make_evaluator(cfg, run, params, dream=dream, random=random, temperature=temperature)
-        if mp.parent_process() is not None:
-            # pool workers skip atexit; a Finalize runs at worker exit, so no orphan ViZDoom process outlives us
-            mp.util.Finalize(None, close_ctx, exitpriority=10)
     if random and not dream:
         return [_random_episode(cfg, _CTX[key], s)[:2] for s in seeds]
     rets, lens = _CTX[key](list(seeds))
@@ -294,18 +290,9 @@ def run_episodes(cfg: Config, run: RunDir, params: np.ndarray | None, seeds: lis
         finally:
             close_ctx()
     else:
-        # spawn, not fork: the parent may hold TF or a ViZDoom game, neither survives a fork
-        pool = mp.get_context("spawn").Pool(workers)
-        try:
-            for i, res in pool.imap_unordered(_indexed_chunk, list(enumerate(jobs))):
-                results[i] = res
-                progress and progress([r for r, _ in res])
-            pool.close()  # let workers exit normally so their finalizers close the envs
-        except BaseException:
-            pool.terminate()
-            raise
-        finally:
-            pool.join()
+        for i, res in spawn_map(_indexed_chunk, list(enumerate(jobs)), workers, "evaluate", at_worker_exit, (close_ctx,)):
+            results[i] = res
+            progress and progress([r for r, _ in res])
     flat = [x for res in results for x in (res or [])]
     return np.array([r for r, _ in flat], float), np.array([n for _, n in flat], int)
 

@@ -1,0 +1,79 @@
+"""spawn_map: results, errors, a dying worker or failing initializer as one WMError (not a hang), early stop."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from wm.errors import WMError
+from wm.procpool import at_worker_exit, spawn_map
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _fail_on_3(x: int) -> int:
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
+def _segfault_on_2(x: int) -> int:
+    if x == 2:
+        os.kill(os.getpid(), signal.SIGSEGV)  # what ViZDoom did when two games raced on ./_vizdoom/
+    return x
+
+
+def _bad_init() -> None:
+    raise RuntimeError("no env here")
+
+
+def _init_marker(folder: str) -> None:
+    """Writes <pid>.closed at worker exit, as collect's worker closes its env."""
+    at_worker_exit((Path(folder) / f"{os.getpid()}.closed").touch)
+
+
+def _task(job: tuple[str, str]) -> str:
+    """"meet": wait until two workers are inside a "meet" task; "long": sleep 60 s. Leaves a file when finished."""
+    folder, kind = Path(job[0]), job[1]
+    if kind == "meet":
+        (folder / f"{os.getpid()}.met").touch()
+        while len(list(folder.glob("*.met"))) < 2:
+            time.sleep(0.01)
+    else:
+        time.sleep(60)
+    (folder / f"{kind}-{os.getpid()}.finished").touch()
+    return kind
+
+
+def test_results_in_any_order_and_errors_reraised():
+    assert sorted(spawn_map(_square, range(7), 2, "test")) == [x * x for x in range(7)]
+    with pytest.raises(ValueError, match="three"):
+        list(spawn_map(_fail_on_3, range(6), 2, "test"))
+
+
+@pytest.mark.timeout(120)
+def test_dead_worker_is_one_error_not_a_hang():
+    with pytest.raises(WMError, match=r"^collect: a worker process died .*rerun to resume$"):
+        list(spawn_map(_segfault_on_2, range(5), 2, "collect"))
+
+
+@pytest.mark.timeout(120)
+def test_failing_initializer_is_one_error_not_a_respawn_loop():
+    with pytest.raises(WMError, match="^evaluate: a worker process died"):
+        list(spawn_map(_square, range(3), 2, "evaluate", _bad_init))
+
+
+@pytest.mark.timeout(120)
+def test_stopping_early_runs_the_workers_finalizers(tmp_path):
+    jobs = [(str(tmp_path), k) for k in ("meet", "meet", "long", "long", "long")]
+    it = spawn_map(_task, jobs, 2, "test", _init_marker, (str(tmp_path),))
+    assert [next(it), next(it)] == ["meet", "meet"]  # both workers are up; now each starts a 60 s task
+    it.close()  # stopped by SIGTERM, not waited for
+    assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.finished")) == ["meet", "meet"]
+    assert len(list(tmp_path.glob("*.closed"))) == 2  # both workers ran their cleanups
