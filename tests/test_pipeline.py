@@ -91,3 +91,13 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert "mean from ../controller/best.npz" in r1.log_path("train-controller").read_text()
     assert json.loads((r1.path / "eval" / "summary.json").read_text())["episodes"] == 4
     assert "[round 1] [2/6] train-vae: done, skipped" in out and "round 1/train-controller" in out
+
+
+def test_progress_line_extrapolates_from_where_this_command_started():
+    from wm.stages.pipeline import progress_line
+
+    # a round's collect: 1000 of 1200 episodes were linked in before the stage started; 100 new ones took 60 s
+    assert progress_line("[1/6] collect", 1100 / 1200, 1000 / 1200, 60.0) == "[1/6] collect: 92%  elapsed 1m00s  ETA 1m00s"
+    assert progress_line("t", 0.25, None, 30.0) == "t: 25%  elapsed 0m30s  ETA 1m30s"  # a fresh stage
+    assert progress_line("t", 0.5, 0.5, 30.0).endswith("ETA ?")  # no progress yet since the start
+    assert progress_line("t", None, None, 30.0) == "t: …  elapsed 0m30s  ETA ?"

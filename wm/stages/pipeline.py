@@ -67,6 +67,16 @@ def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
     return None
 
 
+def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -> str:
+    """"<tag>: 42%  elapsed 1m05s  ETA 1m30s": the ETA extrapolates the progress made since this command started
+    the stage (from `p0`), so a resumed stage, or a round's collect that starts with the previous round's episodes
+    linked in, is not credited with work done before."""
+    pct = f"{100 * p:.0f}%" if p is not None else "…"
+    made = p - (p0 or 0.0) if p is not None else 0.0
+    eta = f"ETA {_fmt_time(elapsed * (1 - p) / made)}" if p is not None and made > 0 and p < 1 else "ETA ?"
+    return f"{tag}: {pct}  elapsed {_fmt_time(elapsed)}  {eta}"
+
+
 def stage_command(verb: str, run: RunDir, mpi: int) -> list[str]:
     """The subprocess command line of one stage."""
     cmd = [sys.executable, "-m", "wm", verb, "--run", str(run.path)]
@@ -81,6 +91,7 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
     # The stage stays in the pipeline's process group: Ctrl-C in the terminal, or a kill of the group (the TUI's
     # stop), reaches both. A SIGTERM sent to the pipeline alone is passed on to the stage, which checkpoints.
     start = time.time()
+    p0 = stage_progress(run, cfg, verb)
     proc = subprocess.Popen(cmd)
     previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
     last = start
@@ -94,11 +105,7 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
             now = time.time()
             if now - last >= every:
                 last = now
-                p = stage_progress(run, cfg, verb)
-                el = now - start
-                eta = f"ETA {_fmt_time(el * (1 - p) / p)}" if p and 0 < p < 1 else "ETA ?"
-                pct = f"{100 * p:.0f}%" if p is not None else "…"
-                print(f"{tag}: {pct}  elapsed {_fmt_time(el)}  {eta}", flush=True)
+                print(progress_line(tag, stage_progress(run, cfg, verb), p0, now - start), flush=True)
     except KeyboardInterrupt:
         proc.wait()  # the stage got the same SIGINT and is checkpointing; rerun resumes
         raise
