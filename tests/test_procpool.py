@@ -77,3 +77,36 @@ def test_stopping_early_runs_the_workers_finalizers(tmp_path):
     it.close()  # stopped by SIGTERM, not waited for
     assert sorted(p.name.split("-")[0] for p in tmp_path.glob("*.finished")) == ["meet", "meet"]
     assert len(list(tmp_path.glob("*.closed"))) == 2  # both workers ran their cleanups
+
+
+_ORPHAN_PARENT = """
+import sys
+sys.path[:0] = {paths!r}
+from test_procpool import _init_marker, _task
+from wm.procpool import spawn_map
+if __name__ == "__main__":
+    jobs = [({folder!r}, k) for k in ("meet", "meet", "long", "long")]
+    it = spawn_map(_task, jobs, 2, "test", _init_marker, ({folder!r},))
+    next(it), next(it)
+    print("running", flush=True)
+    next(it)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_workers_of_a_killed_parent_clean_up_and_exit(tmp_path, sig):
+    """A parent killed outright (no chance to stop its pool) leaves no worker behind holding an env."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    paths = [str(Path(__file__).parent), str(Path(__file__).parents[1])]
+    script.write_text(_ORPHAN_PARENT.format(paths=paths, folder=str(tmp_path)))
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "running"  # both workers are inside 60 s tasks
+    proc.send_signal(sig)
+    proc.wait()
+    while len(list(tmp_path.glob("*.closed"))) < 2:  # each worker ran its cleanups (the test's timeout guards)
+        time.sleep(0.1)
+    assert not list(tmp_path.glob("long-*.finished"))

@@ -4,7 +4,7 @@
 for the task it held; a failing initializer makes it respawn workers in a loop. `concurrent.futures` reports both
 as `BrokenProcessPool`, which this turns into one `WMError` line. Workers ignore Ctrl-C (the parent handles it).
 A worker's cleanups (`at_worker_exit`: close ViZDoom, flush a writer) run when it exits normally and when the parent
-stops it early with SIGTERM; without them the ViZDoom game process (which ignores SIGTERM) would outlive the worker.
+stops it early with SIGTERM, or the parent dies; without them the ViZDoom game process (which ignores SIGTERM) would outlive the worker.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -44,9 +45,16 @@ def _sigterm(signum, frame) -> None:
     os._exit(0)  # not SystemExit: the executor's worker loop would catch it as the running task's exception
 
 
+def _exit_with_parent(parent: Any) -> None:
+    parent.join()  # returns when the parent process is gone, however it died (SIGTERM, SIGKILL, OOM)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _init(initializer: Callable[..., Any] | None, initargs: tuple) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _sigterm)
+    # An orphaned worker would wait for work forever, holding its env: it stops itself when the parent dies.
+    threading.Thread(target=_exit_with_parent, args=(mp.parent_process(),), daemon=True).start()
     Finalize(None, _cleanup, exitpriority=10)  # a normal exit (the executor's shutdown) runs the cleanups too
     if initializer is not None:
         initializer(*initargs)
