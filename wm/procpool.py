@@ -3,8 +3,9 @@
 `multiprocessing.Pool` silently replaces a worker that dies (a segfault in the env, an OOM kill) and waits forever
 for the task it held; a failing initializer makes it respawn workers in a loop. `concurrent.futures` reports both
 as `BrokenProcessPool`, which this turns into one `WMError` line. Workers ignore Ctrl-C (the parent handles it).
-A worker's cleanups (`at_worker_exit`: close ViZDoom, flush a writer) run when it exits normally and when the parent
-stops it early with SIGTERM, or the parent dies; without them the ViZDoom game process (which ignores SIGTERM) would outlive the worker.
+A worker's cleanups (`at_worker_exit`: close ViZDoom, flush a writer) run when it exits normally, when the parent
+stops it early with SIGTERM, and when the parent dies; without them the ViZDoom game process (which ignores
+SIGTERM) would outlive the worker.
 """
 
 from __future__ import annotations
