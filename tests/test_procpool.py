@@ -70,7 +70,7 @@ def test_failing_initializer_is_one_error_not_a_respawn_loop():
 
 
 @pytest.mark.timeout(120)
-def test_stopping_early_runs_the_workers_finalizers(tmp_path):
+def test_stopping_early_runs_the_workers_cleanups(tmp_path):
     jobs = [(str(tmp_path), k) for k in ("meet", "meet", "long", "long", "long")]
     it = spawn_map(_task, jobs, 2, "test", _init_marker, (str(tmp_path),))
     assert [next(it), next(it)] == ["meet", "meet"]  # both workers are up; now each starts a 60 s task
