@@ -86,15 +86,19 @@ class StopFlag:
 class Pool:
     """Maps a picklable module-level function over payloads on the workers, in order, with retries.
 
-    The initializer (run once per worker) may return a callable; it is called when the worker stops (close envs).
+    The initializer runs once per worker and returns that worker's context (the loaded models, the open envs:
+    `wm.engine.WorkerContext`); every task is called `fn(ctx, payload)`, and `ctx.close()`, if it has one, runs when
+    the worker stops. Implementations: `SerialPool` (this process), `MPIPool` (ranks), `wm.procpool.ProcessPool`.
     """
 
     size = 1  # number of evaluating processes
 
-    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
-        """`[fn(p) for p in payloads]` on the workers; a task given up is a `TaskFailed` in its slot.
+    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
+            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+        """`[fn(ctx, p) for p in payloads]` on the workers; a task given up is a `TaskFailed` in its slot.
 
-        Raises KeyboardInterrupt (after no further tasks are started) when the StopFlag is set.
+        `on_result(index, result)` is called as each task finishes (for progress lines). Raises KeyboardInterrupt
+        (after no further tasks are started) when the StopFlag is set.
         """
         raise NotImplementedError
 
@@ -106,6 +110,13 @@ class Pool:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def close_context(ctx: Any) -> None:
+    """Close a worker's context (its `close()`, when it has one): envs and their game processes go with it."""
+    close = getattr(ctx, "close", None)
+    if callable(close):
+        close()
 
 
 def format_error(e: BaseException) -> str:
@@ -121,22 +132,22 @@ class SerialPool(Pool):
     def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, retries: int = 2,
                  log: Any = None, stop: StopFlag | None = None):
         self.retries, self.log, self.stop = int(retries), log, stop
-        self._cleanup = initializer(*initargs) if initializer is not None else None
+        self._ctx = initializer(*initargs) if initializer is not None else None
 
     def close(self) -> None:
-        cleanup, self._cleanup = self._cleanup, None
-        if callable(cleanup):
-            cleanup()
+        close_context(self._ctx)
+        self._ctx = None
 
-    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
-        """`[fn(p) for p in payloads]` here, with the retries of the MPI pool."""
+    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
+            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+        """`[fn(ctx, p) for p in payloads]` here, with the retries of the MPI pool."""
         out: list[Any] = []
         for i, p in enumerate(payloads):
             for attempt in range(1, self.retries + 2):
                 if self.stop is not None and self.stop.is_set():
                     raise KeyboardInterrupt
                 try:
-                    out.append(fn(p))
+                    out.append(fn(self._ctx, p))
                     break
                 except KeyboardInterrupt:
                     raise
@@ -149,6 +160,8 @@ class SerialPool(Pool):
                     _error(self.log, "task %d failed on rank 0 after %d attempts: %s; its members get the worst fitness",
                            i, attempt, err)
                     out.append(TaskFailed(i, 0, err, attempt))
+            if on_result is not None:
+                on_result(i, out[-1])
         return out
 
 

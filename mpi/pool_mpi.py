@@ -21,7 +21,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpi.pool import Pool, StopFlag, TaskFailed, format_error, set_stop_check, sleep_poll
+from mpi.pool import Pool, StopFlag, TaskFailed, close_context, format_error, set_stop_check, sleep_poll
 
 TAG_CTRL, TAG_RESULT = 11, 12
 POLL = 0.001  # seconds between polls
@@ -85,7 +85,8 @@ class MPIPool(Pool):
             self.log.error(msg, *a)
 
     # -- the map
-    def map(self, fn: Callable[[Any], Any], payloads: Sequence[Any]) -> list[Any]:
+    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
+            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
         self._seq += 1
         seq, n = self._seq, len(payloads)
         results: list[Any] = [None] * n
@@ -133,6 +134,8 @@ class MPIPool(Pool):
             if kind == "ok":
                 results[i], done[i] = value, True
                 remaining -= 1
+                if on_result is not None:
+                    on_result(i, value)
                 continue
             attempts[i] += 1
             if attempts[i] <= self.retries:
@@ -144,6 +147,8 @@ class MPIPool(Pool):
                             i, r, attempts[i], value)
                 results[i], done[i] = TaskFailed(i, r, value, attempts[i]), True
                 remaining -= 1
+                if on_result is not None:
+                    on_result(i, results[i])
         return results
 
     def _copies(self, seq: int, i: int) -> bool:
@@ -206,7 +211,8 @@ def serve(comm: Any = None) -> int:
     flag = StopFlag()
     with flag:
         set_stop_check(lambda: flag.is_set() or comm.Iprobe(source=0, tag=TAG_CTRL))
-        cleanup: Any = None
+        ctx: Any = None
+        ready = False
         why = "stop"
         try:
             while True:
@@ -214,7 +220,7 @@ def serve(comm: Any = None) -> int:
                     why = f"signal {flag.signum}"
                     break
                 if not comm.Iprobe(source=0, tag=TAG_CTRL):
-                    if cleanup is None and init_deadline and time.monotonic() > init_deadline:
+                    if not ready and init_deadline and time.monotonic() > init_deadline:
                         print(f"rank {comm.Get_rank()}: no work from rank 0 in time (did it stop before starting?); exiting",
                               file=sys.stderr, flush=True)
                         return 1
@@ -226,22 +232,21 @@ def serve(comm: Any = None) -> int:
                 if msg[0] == "init":
                     init_deadline = 0.0
                     try:
-                        cleanup = msg[1](*msg[2]) if msg[1] is not None else None
+                        ctx, ready = (msg[1](*msg[2]) if msg[1] is not None else None), True
                         comm.send(("ready", None), dest=0, tag=TAG_RESULT)
                     except Exception as e:  # noqa: BLE001 — reported to the master, which refuses to start
                         comm.send(("initerr", format_error(e)), dest=0, tag=TAG_RESULT)
                     continue
                 _, key, fn, payload = msg
                 try:
-                    comm.send(("ok", key, fn(payload)), dest=0, tag=TAG_RESULT)
+                    comm.send(("ok", key, fn(ctx, payload)), dest=0, tag=TAG_RESULT)
                 except KeyboardInterrupt:
                     why = "interrupted"
                     break
                 except Exception as e:  # noqa: BLE001 — the master retries or gives the task up
                     comm.send(("err", key, format_error(e)), dest=0, tag=TAG_RESULT)
         finally:
-            if callable(cleanup):
-                cleanup()  # close envs (and ViZDoom's processes) before saying goodbye
+            close_context(ctx)  # close envs (and ViZDoom's processes) before saying goodbye
         comm.send(("bye", why), dest=0, tag=TAG_RESULT)
         if why != "stop":  # wait (bounded) for the master's STOP so it is not left unmatched
             deadline = time.monotonic() + 30.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import subprocess
 import sys
 
@@ -23,7 +24,7 @@ def test_help_lists_verbs_without_importing_heavy_modules(repo_root):
         "    try: main(['--help'])\n"
         "    except SystemExit: pass\n"
         "    for v in available_verbs():\n"
-        "        try: main([v[0], '--help'])\n"
+        "        try: main([v.verb, '--help'])\n"
         "        except SystemExit: pass\n"
         "heavy = [m for m in ('tensorflow', 'keras', 'tensorflow_probability', 'gymnasium', 'vizdoom', 'cma', 'mpi4py')"
         " if m in sys.modules]\n"
@@ -75,15 +76,24 @@ def test_metrics_jsonl_and_tensorboard(tmp_path):
     assert "mdnrnn" in run.log_path("train-mdnrnn").name
     events = list((run.tb_dir / "mdnrnn").glob("events.out.tfevents.*"))
     assert len(events) == 1
+    # Read back without TF: TFRecord framing (u64 length, u32 crc, data, u32 crc) + tensorboardX's Event proto.
+    from tensorboardX.proto import event_pb2
+
+    data, pos, scalars = events[0].read_bytes(), 0, []
+    while pos < len(data):
+        (n,) = struct.unpack_from("<Q", data, pos)
+        e = event_pb2.Event.FromString(data[pos + 12 : pos + 12 + n])
+        scalars += [(e.step, v.tag, v.simple_value) for v in e.summary.value]
+        pos += 12 + n + 4
+    assert scalars == [(1, "mdnrnn/nll", 1.5)]  # the NaN goes to the JSONL only
 
 
 def test_tensorboard_events_readable_by_tensorflow(tmp_path):
-    # Independent check of our hand-written event files: TF's own TFRecord reader and Event proto parser.
-    from wm.tb import ScalarWriter
-
-    w = ScalarWriter(tmp_path)
-    w.scalars(7, {"vae/loss": 3.5})
-    w.close()
+    # Independent check of the event files the logger writes (tensorboardX): TF's own TFRecord reader and
+    # Event proto parser.
+    run = RunDir(tmp_path)
+    with make_logger(run, "train-vae", console=False) as log:
+        log.scalars(7, {"vae/loss": 3.5})
     code = (
         "import sys, tensorflow as tf\n"
         "from tensorflow.core.util import event_pb2\n"
@@ -93,7 +103,7 @@ def test_tensorboard_events_readable_by_tensorflow(tmp_path):
         "    out += [(e.step, v.tag, v.simple_value) for v in e.summary.value]\n"
         "print(out)\n"
     )
-    path = next(tmp_path.glob("events.out.tfevents.*"))
+    path = next((run.tb_dir / "vae").glob("events.out.tfevents.*"))
     res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "[(7, 'vae/loss', 3.5)]"

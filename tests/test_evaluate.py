@@ -14,6 +14,9 @@ import pytest
 from wm import config as C
 from wm.errors import WMError
 from wm.rundir import RunDir
+from wm import evaluation as EV
+from wm import recording
+from wm.engine import kind_of
 from wm.stages import evaluate as E
 
 SETS = ["env.max_steps=24", "dream.max_steps=24", "evaluate.episodes=3", "evaluate.workers=1", "evaluate.gif_stride=2",
@@ -58,14 +61,14 @@ def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
 
 def test_seed_list_summary_and_formatting():
     cfg = C.load(["doom_takecover"], ["evaluate.seed=1000"])
-    assert E.seed_list(cfg) == list(range(1000, 1100))
-    assert E.seed_list(cfg, 3) == [1000, 1001, 1002]
+    assert EV.seed_list(cfg) == list(range(1000, 1100))
+    assert EV.seed_list(cfg, 3) == [1000, 1001, 1002]
     r = np.array([141.0, 2100.0, 831.0, 500.0])
-    s = E.summarize(r, np.array([141, 2100, 831, 500]))
+    s = EV.summarize(r, np.array([141, 2100, 831, 500]))
     assert s["std"] == pytest.approx(math.sqrt(((r - r.mean()) ** 2).mean()))  # np.std, ddof 0 (§9)
     assert (s["episodes"], s["min"], s["median"], s["max"]) == (4, 141.0, 665.5, 2100.0)
-    assert E.format_summary(s).startswith(f"{r.mean():.1f} ± ")
-    assert E.default_tag(True, True) == "random-dream"
+    assert EV.format_summary(s).startswith(f"{r.mean():.1f} ± ")
+    assert kind_of(True, True) == "random-dream" and kind_of(False, False) == "real" and kind_of(False, True) == "random"
     assert not E.side_run(_args()) and E.side_run(_args(random=True)) and E.side_run(_args(tag="x"))
 
 
@@ -100,7 +103,7 @@ def test_dream_evaluation_and_gif(tmp_path):
 def test_episode_panels_shape():
     frames = {k: np.zeros((7, 64, 64, 3), np.uint8) for k in ("input", "reconstruction")}
     frames["real"] = np.zeros((7, 240, 320, 3), np.uint8)
-    out = E.episode_panels(frames, stride=3)
+    out = recording.episode_panels(frames, stride=3)
     assert out.shape == (3, 192, 3 * 196 - 4, 3)
 
 

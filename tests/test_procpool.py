@@ -1,4 +1,5 @@
-"""spawn_map: results, errors, a dying worker or failing initializer as one WMError (not a hang), early stop."""
+"""spawn_map: results, errors, a dying worker or failing initializer as one WMError (not a hang), early stop;
+ProcessPool: the pool interface over it (ordered results, retries, a task given up as TaskFailed)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from wm.errors import WMError
-from wm.procpool import at_worker_exit, spawn_map
+from wm.procpool import ProcessPool, spawn_map
 
 
 def _square(x: int) -> int:
@@ -33,12 +34,21 @@ def _bad_init() -> None:
     raise RuntimeError("no env here")
 
 
-def _init_marker(folder: str) -> None:
-    """Writes <pid>.closed at worker exit, as collect's worker closes its env."""
-    at_worker_exit((Path(folder) / f"{os.getpid()}.closed").touch)
+class _Marker:
+    """A worker context whose close() writes <pid>.closed, as collect's worker context closes its env."""
+
+    def __init__(self, folder: str):
+        self.path = Path(folder) / f"{os.getpid()}.closed"
+
+    def close(self) -> None:
+        self.path.touch()
 
 
-def _task(job: tuple[str, str]) -> str:
+def _init_marker(folder: str) -> _Marker:
+    return _Marker(folder)
+
+
+def _task(ctx: _Marker, job: tuple[str, str]) -> str:
     """"meet": wait until two workers are inside a "meet" task; "long": sleep 60 s. Leaves a file when finished."""
     folder, kind = Path(job[0]), job[1]
     if kind == "meet":
@@ -110,3 +120,35 @@ def test_workers_of_a_killed_parent_clean_up_and_exit(tmp_path, sig):
     while len(list(tmp_path.glob("*.closed"))) < 2:  # each worker ran its cleanups (the test's timeout guards)
         time.sleep(0.1)
     assert not list(tmp_path.glob("long-*.finished"))
+
+
+def _square_ctx(ctx: int, x: int) -> int:
+    return ctx * x * x
+
+
+def _fail_once(ctx: str, x: int) -> int:
+    """Raises the first time it sees x == 2 (a marker file remembers), then succeeds."""
+    marker = Path(ctx) / "failed-once"
+    if x == 2 and not marker.exists():
+        marker.touch()
+        raise ValueError("transient")
+    if x == 4:
+        raise ValueError("always")
+    return x
+
+
+def _ident(x):
+    return x
+
+
+@pytest.mark.timeout(120)
+def test_process_pool_orders_results_retries_and_gives_up(tmp_path):
+    from mpi.pool import TaskFailed
+
+    seen: list[int] = []
+    with ProcessPool(_ident, (3,), workers=2) as pool:
+        assert pool.map(_square_ctx, range(6), on_result=lambda i, r: seen.append(i)) == [3 * x * x for x in range(6)]
+    assert sorted(seen) == list(range(6))
+    out = ProcessPool(_ident, (str(tmp_path),), workers=2, retries=1).map(_fail_once, range(5))
+    assert out[:4] == [0, 1, 2, 3]  # x == 2 failed once and was retried
+    assert isinstance(out[4], TaskFailed) and "always" in out[4].error and out[4].attempts == 2

@@ -33,39 +33,14 @@ def default_mpirun() -> str:
     return str(Path(sys.executable).parent / "mpirun")
 
 
-def build_command(
-    verb: str,
-    run: str | os.PathLike[str],
-    configs: Sequence[str] = (),
-    sets: Sequence[str] = (),
-    ranks: int = 1,
-    force: bool = False,
-    python: Sequence[str] | None = None,
-    mpirun: str | None = None,
-) -> list[str]:
-    """The argv that runs stage `verb` on `run`.
+def build_command(verb: str, run: str | os.PathLike[str], configs: Sequence[str] = (), sets: Sequence[str] = (),
+                  ranks: int = 1, force: bool = False, python: Sequence[str] | None = None,
+                  mpirun: str | None = None) -> list[str]:
+    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` with this UI's interpreter and mpirun."""
+    from wm.cli import stage_command
 
-    `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`, prefixed with
-    `mpirun -n N` when `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
-
-    Args:
-        python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
-        mpirun: the mpirun binary (default: next to `sys.executable`).
-    """
-    if ranks < 1:
-        raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
-    if ranks > 1 and verb != "train-controller":
-        raise ValueError(f"only train-controller runs under mpirun, not {verb}")
-    argv = [*(python or default_python()), "-m", "wm", verb, "--run", str(run)]
-    if configs:
-        argv += ["--configs", *configs]
-    if sets:
-        argv += ["--set", *sets]
-    if force:
-        argv.append("--force")
-    if ranks > 1:
-        argv = [mpirun or default_mpirun(), "-n", str(ranks), *argv]
-    return argv
+    return stage_command(verb, run, configs, sets, ranks, force, python=python or default_python(),
+                         mpirun=mpirun or default_mpirun())
 
 
 class StageProcess:
@@ -158,19 +133,27 @@ def _text(raw: bytes) -> str:
     return raw.decode(errors="replace").rstrip("\r").rsplit("\r", 1)[-1]
 
 
+def read_chunk(path: Path, offset: int, size: int = READ_CHUNK) -> bytes:
+    """Up to `size` bytes of `path` from byte `offset` (nothing if it does not exist); blocking."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(size)
+    except FileNotFoundError:
+        return b""
+
+
 async def follow(
     path: Path, offset: int = 0, finished: Callable[[], bool] = lambda: False, interval: float = 0.1
 ) -> AsyncIterator[str]:
-    """Yield the lines appended to `path` from byte `offset` on, until `finished()` and the file is drained."""
+    """Yield the lines appended to `path` from byte `offset` on, until `finished()` and the file is drained.
+
+    Each read runs in a thread (one at a time), so the event loop only waits for it, never blocks on it.
+    """
     buf = b""
     while True:
         done = finished()  # sampled before reading, so output written just before exit is still read
-        try:
-            with open(path, "rb") as f:
-                f.seek(offset)
-                chunk = f.read(READ_CHUNK)
-        except FileNotFoundError:
-            chunk = b""
+        chunk = await asyncio.to_thread(read_chunk, path, offset)  # a slow disk must not stall the event loop
         if len(chunk) == READ_CHUNK:
             done = False  # more to read: go round again without sleeping
         offset += len(chunk)

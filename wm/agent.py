@@ -11,27 +11,22 @@ Exploration (`collect.explore`): the episode is cut into hold segments of U{hold
 segment, with probability `explore`, applies a uniform random action held for the segment (the `hold` data
 policy) instead of C's. M always receives the applied action, so the data stays consistent.
 
-The source run is `collect.agent_run` (a path, relative to the collecting run's directory): its
-`vae/vae.weights.h5`, `mdnrnn/mdnrnn.weights.h5` and `controller/best.npz`. Models load once per worker process.
+The source run is `collect.agent_run` (a path, relative to the collecting run's directory): its V, M and best C
+(`wm.world.load_world`). The models load once per collect worker (`AgentModels`, part of the worker's context).
 """
 
 from __future__ import annotations
 
-from functools import cache
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from wm.config import Config
 from wm.errors import WMError
+from wm.rundir import RunDir
 
 
-def agent_paths(source: Path) -> dict[str, Path]:
-    return {"vae": source / "vae" / "vae.weights.h5", "mdnrnn": source / "mdnrnn" / "mdnrnn.weights.h5",
-            "params": source / "controller" / "best.npz"}
-
-
-def agent_source(cfg: Any, run_dir: Path | str | None) -> Path:
+def agent_source(cfg: Config, run_dir: Path | str | None) -> Path:
     """`collect.agent_run` as a path: relative paths are taken from the collecting run's directory."""
     raw = str(cfg.collect.agent_run)
     if not raw:
@@ -44,61 +39,47 @@ def check_agent_run(source: Path) -> None:
     """One clear line when the source run lacks a finished V, M or C."""
     if not source.is_dir():
         raise WMError(f"collect.agent_run: {source} is not a run directory")
-    for what, path in agent_paths(source).items():
+    run = RunDir(source)
+    for what, path in (("vae", run.vae_weights), ("mdnrnn", run.mdnrnn_weights), ("params", run.params("best"))):
         if not path.exists():
             raise WMError(f"collect.agent_run: {path} missing (the agent's {what}; finish that run's stages first)")
 
 
-@cache
-def _models(source: str, cfg_yaml: str) -> tuple[Any, ...]:
-    import yaml
+class AgentModels:
+    """V + M + C of a finished run as one compiled batch-1 step; loaded once per collect worker (its context)."""
 
-    from wm import tf_setup
+    def __init__(self, cfg: Config, source: Path):
+        from wm import tf_setup
+        from wm.rollout import agent_step
+        from wm.world import load_world
 
-    tf = tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
-    from wm.config import Config
-    from wm.envs import action_dim
-    from wm.models.controller import Controller
-    from wm.models.mdnrnn import load_mdnrnn
-    from wm.models.vae import load_vae
-    from wm.rollout import agent_step
+        tf = tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
+        world = load_world(cfg, RunDir(source), need=("vae", "mdnrnn", "params"), params="best")
+        vae, m, ctrl = world.vae, world.mdnrnn, world.controller
+        A = ctrl.action_dim
+        params_t = tf.constant(world.params.reshape(1, -1))
 
-    cfg = Config(yaml.safe_load(cfg_yaml))
-    paths = agent_paths(Path(source))
-    A = action_dim(cfg.env.name)
-    vae = load_vae(paths["vae"], cfg.vae.z_dim)
-    m = load_mdnrnn(paths["mdnrnn"], cfg.vae.z_dim, A, cfg.mdnrnn.hidden, cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
-    ctrl = Controller.from_config(cfg, A)
-    with np.load(paths["params"]) as f:
-        params = np.asarray(f["params"], np.float32).reshape(1, -1)
-    if params.shape[1] != ctrl.n_params:
-        raise WMError(f"{paths['params']} holds {params.shape[1]} parameters but {ctrl} needs {ctrl.n_params}")
-    params_t = tf.constant(params)
+        @tf.function(input_signature=[tf.TensorSpec((1, 64, 64, 3), tf.uint8), tf.TensorSpec((1, m.z_dim), tf.float32),
+                                      tf.TensorSpec((1, m.hidden), tf.float32), tf.TensorSpec((1, m.hidden), tf.float32),
+                                      tf.TensorSpec((1,), tf.float32), tf.TensorSpec((1, A), tf.float32),
+                                      tf.TensorSpec((), tf.bool)])
+        def step(obs, eps, c, h, fresh, override, use_override):
+            a, _, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
+            return a, c, h
 
-    @tf.function(input_signature=[tf.TensorSpec((1, 64, 64, 3), tf.uint8), tf.TensorSpec((1, m.z_dim), tf.float32),
-                                  tf.TensorSpec((1, m.hidden), tf.float32), tf.TensorSpec((1, m.hidden), tf.float32),
-                                  tf.TensorSpec((1,), tf.float32), tf.TensorSpec((1, A), tf.float32),
-                                  tf.TensorSpec((), tf.bool)])
-    def step(obs, eps, c, h, fresh, override, use_override):
-        a, _, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
-        return a, c, h
-
-    return step, m.z_dim, m.hidden, A
+        self.step, self.z_dim, self.hidden, self.action_dim = step, m.z_dim, m.hidden, A
 
 
 class AgentPolicy:
     """`act(obs)` / `reset()` like the data policies, driven by a trained run's V, M and C (module docstring)."""
 
-    def __init__(self, cfg: Any, source: Path, rng: np.random.Generator, explore: float):
-        import yaml
-
+    def __init__(self, models: AgentModels, rng: np.random.Generator, explore: float, hold_min: int, hold_max: int):
         if not 0.0 <= explore <= 1.0:
             raise WMError(f"collect.explore must be in [0, 1], got {explore}")
-        self.step, self.z_dim, self.hidden, self.action_dim = _models(str(source), yaml.safe_dump(cfg.to_dict()))
+        self.step, self.z_dim, self.hidden, self.action_dim = models.step, models.z_dim, models.hidden, models.action_dim
         self.rng, self.explore = rng, float(explore)
-        self.lo, self.hi = int(cfg.collect.hold_min), int(cfg.collect.hold_max)
+        self.lo, self.hi = int(hold_min), int(hold_max)
         self.reset()
-
     def reset(self) -> None:
         self.c = self.h = np.zeros((1, self.hidden), np.float32)
         self.fresh = np.ones(1, np.float32)

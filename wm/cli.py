@@ -1,8 +1,8 @@
 """`python -m wm <verb>`: one subcommand per stage, plus status and tools.
 
 Importing this module must stay cheap: no TensorFlow, gymnasium, ViZDoom, cma or MPI at the top of any
-module reached from here (stage modules import those inside `run`). A verb is listed only when its module
-exists, so verbs appear as the stages land.
+module reached from here (stage modules import those inside `run`). The verbs come from the stage registry
+(`wm.registry`).
 
 Stage modules (`wm/stages/<x>.py`) expose `run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None`
 and optionally `add_args(parser)`. Tool modules expose `main(args) -> int` and optionally `add_args(parser)`.
@@ -12,32 +12,21 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
+import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-# verb, module, kind ("stage" runs inside the run-dir protocol, "tool" is its own main), one-line help
-VERBS: tuple[tuple[str, str, str, str], ...] = (
-    ("status", "wm.status", "tool", "print each stage's state and key figures"),
-    ("collect", "wm.stages.collect", "stage", "roll out the data policy, write episodes/*.npz"),
-    ("data", "wm.stages.data_check", "tool", "dataset tools: `data check` summarises episodes/ and bad files"),
-    ("train-vae", "wm.stages.train_vae", "stage", "train V (ConvVAE) on the episodes, streamed"),
-    ("encode", "wm.stages.encode", "stage", "encode every episode with V into series/ (mu, logvar)"),
-    ("train-mdnrnn", "wm.stages.train_mdnrnn", "stage", "train M (MDN-RNN) on series/"),
-    ("train-controller", "wm.stages.train_controller", "stage", "train C with CMA-ES (run under mpirun for workers)"),
-    ("evaluate", "wm.stages.evaluate", "stage", "evaluate C over N fixed-seed episodes"),
-    ("report", "wm.stages.report", "tool", "write the run's Markdown report with plots"),
-    ("pipeline", "wm.stages.pipeline", "tool", "run every stage in order, skipping finished ones"),
-)
+if TYPE_CHECKING:
+    from wm.registry import Stage, Tool
 
+def available_verbs() -> list[Stage | Tool]:
+    """The registered verbs (wm.registry), in `--help` order."""
+    from wm.registry import VERBS
 
-# Verbs whose stage always loads TensorFlow: it is imported first with its C++ start-up noise muted.
-TF_VERBS = ("train-vae", "encode", "train-mdnrnn", "train-controller", "evaluate")
-
-
-def available_verbs() -> list[tuple[str, str, str, str]]:
-    return [v for v in VERBS if importlib.util.find_spec(v[1]) is not None]
+    return list(VERBS)
 
 
 def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> None:
@@ -51,17 +40,51 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
     p.add_argument("--force", action="store_true", help="redo the stage even if it is DONE")
 
 
+def mpirun_path() -> str:
+    """The `mpirun` next to this venv's python (the mpich wheel installs it there), else the one on PATH."""
+    here = Path(sys.executable).with_name("mpirun")
+    return str(here) if here.exists() else shutil.which("mpirun") or "mpirun"
+
+
+def stage_command(verb: str, run: str | os.PathLike[str], configs: Sequence[str] = (), sets: Sequence[str] = (),
+                  ranks: int = 1, force: bool = False, python: Sequence[str] | None = None,
+                  mpirun: str | None = None) -> list[str]:
+    """The argv that runs `verb` on `run` (the pipeline's subprocesses and the TUI's launches).
+
+    `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`, prefixed with `mpirun -n N` when
+    `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
+
+    Args:
+        python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
+        mpirun: the mpirun binary (default: `mpirun_path()`).
+    """
+    if ranks < 1:
+        raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
+    if ranks > 1 and verb != "train-controller":
+        raise ValueError(f"only train-controller runs under mpirun, not {verb}")
+    argv = [*(python or [sys.executable]), "-m", "wm", verb, "--run", str(run)]
+    if configs:
+        argv += ["--configs", *configs]
+    if sets:
+        argv += ["--set", *sets]
+    if force:
+        argv.append("--force")
+    if ranks > 1:
+        argv = [mpirun or mpirun_path(), "-n", str(ranks), *argv]
+    return argv
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m wm", description="World Models (Ha & Schmidhuber 2018) on TF2/Keras 3.")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
-    for verb, module, kind, help_ in available_verbs():
-        p = sub.add_parser(verb, help=help_, description=help_)
-        mod = importlib.import_module(module)
-        if kind == "stage":
+    for v in available_verbs():
+        p = sub.add_parser(v.verb, help=v.help, description=v.help)
+        mod = importlib.import_module(v.module)
+        if v.kind == "stage":
             add_run_args(p)
         if hasattr(mod, "add_args"):
             mod.add_args(p)
-        p.set_defaults(_module=module, _kind=kind)
+        p.set_defaults(_module=v.module, _kind=v.kind)
     return parser
 
 
@@ -128,6 +151,7 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from wm.errors import WMError
+    from wm.registry import verb
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -135,7 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if args.verb in TF_VERBS:
+    if verb(args.verb).tf:  # the stage loads TensorFlow anyway: import it first with its C++ start-up noise muted
         from wm.tf_setup import quiet_import
 
         quiet_import()

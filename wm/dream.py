@@ -14,7 +14,6 @@ seed gives the same episode (up to float round-off of matmuls of different batch
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from wm.errors import WMError
 from wm.models import mixture
 from wm.models.controller import Controller
 from wm.models.mdnrnn import MDNRNN
+from wm.rollout import nonfinite_flags, nonfinite_names
 
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
@@ -67,10 +67,14 @@ def _keys(seeds: tf.Tensor, t: tf.Tensor, stream: int) -> tf.Tensor:
 
 
 def uniform(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
-    """(N, dim) uniforms in (0, 1), a function of (seed, step, stream, column) only."""
+    """(N, dim) uniforms in (0, 1), a function of (seed, step, stream, column) only.
+
+    The top 23 bits of the hash: ((h >> 9) + 0.5)·2^−23 is exact in float32 and lies in [2^−24, 1 − 2^−24].
+    (24 bits would map the top value to (2^24 − 0.5)·2^−24, which rounds to 1.0, and ndtri(1) = +inf.)
+    """
     k = _keys(seeds, t, stream)[:, None]
     h = _mix(tf.bitwise.bitwise_xor(k, tf.constant(_column_keys(dim))[None, :]))
-    return (tf.cast(tf.bitwise.right_shift(h, 8), tf.float32) + 0.5) * (1.0 / 16777216.0)
+    return (tf.cast(tf.bitwise.right_shift(h, 9), tf.float32) + 0.5) * (1.0 / 8388608.0)
 
 
 def normal(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
@@ -137,21 +141,26 @@ class DreamEvaluator:
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
 
-    def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tf.Tensor:
+    def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         core, n = self.core, tf.shape(seeds)[0]
         z, c, h = core.reset(seeds)
         prow = tf.gather(params, pidx)
         ids = tf.range(n)
         alive = tf.ones([n], tf.bool)
         lengths = tf.zeros([n], tf.int64)
+        bad = tf.zeros([n, 2], tf.int64)  # per episode: `nonfinite_flags` bits, the step they appeared at
 
-        def cond(t, ids, seeds, prow, z, c, h, alive, lengths):
+        def cond(t, ids, seeds, prow, z, c, h, alive, lengths, bad):
             return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
 
-        def body(t, ids, seeds, prow, z, c, h, alive, lengths):
-            z, c, h, done, _ = core.step(prow, seeds, t, z, c, h)
+        def body(t, ids, seeds, prow, z, c, h, alive, lengths, bad):
+            z, c, h, done, a = core.step(prow, seeds, t, z, c, h)
             lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
-            alive = tf.logical_and(alive, tf.logical_not(done))
+            # a live episode whose action, z' or h' went NaN/inf is recorded and ended (evaluate raises), so it
+            # cannot run on to the cap (a NaN done logit is never > 0)
+            bits = tf.cast(nonfinite_flags(a, z, h), tf.int64) * tf.cast(alive, tf.int64)
+            bad = tf.tensor_scatter_nd_add(bad, ids[:, None], tf.stack([bits, tf.sign(bits) * t], axis=1))
+            alive = tf.logical_and(alive, tf.logical_and(tf.logical_not(done), tf.equal(bits, 0)))
             t = t + 1
 
             def compact():
@@ -160,12 +169,13 @@ class DreamEvaluator:
 
             do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
             ids, seeds, prow, z, c, h, alive = tf.cond(do, compact, lambda: [ids, seeds, prow, z, c, h, alive])
-            return t, ids, seeds, prow, z, c, h, alive, lengths
+            return t, ids, seeds, prow, z, c, h, alive, lengths, bad
 
-        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, alive, lengths)
-        inv = tuple([tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]] + [lengths.shape])
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, alive, lengths, bad)
+        inv = tuple([tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]]
+                    + [lengths.shape, bad.shape])
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
-        return out[-1]
+        return out[-2], out[-1]
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)) for P parameter vectors × K seeds each."""
@@ -179,7 +189,13 @@ class DreamEvaluator:
         if params.shape != (p, self.controller.n_params):
             raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.controller}")
         pidx = np.repeat(np.arange(p, dtype=np.int32), k)
-        lengths = self._run(tf.constant(params), tf.constant(seeds.reshape(-1)), tf.constant(pidx)).numpy().reshape(p, k)
+        lengths, bad = self._run(tf.constant(params), tf.constant(seeds.reshape(-1)), tf.constant(pidx))
+        lengths, bad = lengths.numpy().reshape(p, k), bad.numpy()
+        hit = np.flatnonzero(bad[:, 0])
+        if hit.size:
+            j = hit[0]
+            raise WMError(f"dream: non-finite {nonfinite_names(bad[j, 0])} at step {bad[j, 1]} of member {j // k}, seed "
+                          f"{seeds.flat[j]} ({hit.size} of {p * k} episodes); check M's weights and the controller params")
         return lengths.astype(np.float64), lengths.astype(np.int64)
 
 
@@ -227,35 +243,32 @@ class DreamEnv:
         else:
             a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
             z, c, h, done, a = self._step_a(seeds, t, *self.state, a)
+        sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
+        if sick:
+            raise WMError(f"dream: non-finite {', '.join(sick)} at step {self.t} of seed {self.seed}; check M's weights "
+                          "and the controller params")
         self.state, self.t = (z, c, h), self.t + 1
         done = bool(done.numpy()[0])
         truncated = done and self.t >= self.core.max_steps
         return self._obs(), 1.0, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
 
-def action_dim(cfg: Any) -> int:
-    """Action width of the configured env: CarRacing 3 (steer, gas, brake), Doom 1 (§6)."""
-    return 3 if cfg.env.name == "carracing" else 1
-
-
 def load_dream(cfg: Any, run: Any, **kw: Any) -> DreamEvaluator:
-    """The DreamEvaluator of a run: M from `mdnrnn/mdnrnn.weights.h5`, starts from `series/initial_z.npz`."""
-    from wm.models.mdnrnn import load_mdnrnn
+    """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`."""
+    from wm.world import load_world
 
-    m = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5", cfg.vae.z_dim, action_dim(cfg), cfg.mdnrnn.hidden,
-                    cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
-    mu, logvar = load_initial_z(Path(run.stage_dir("encode")) / "initial_z.npz")
-    controller = Controller.from_config(cfg, action_dim(cfg))
+    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
     kw.setdefault("done_sampling", cfg.dream.done_sampling)
     kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
-    return DreamEvaluator(m, controller, mu, logvar, cfg.dream.temperature, cfg.dream.max_steps, **kw)
+    return DreamEvaluator(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
+                          cfg.dream.max_steps, **kw)
 
 
-def load_initial_z(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    if not path.exists():
-        raise WMError(f"{path} not found (run encode first)")
-    try:
-        with np.load(path) as f:
-            return f["mu"].astype(np.float32), f["logvar"].astype(np.float32)
-    except (OSError, ValueError, KeyError) as e:
-        raise WMError(f"{path}: unreadable initial_z ({e})") from None
+def dream_env(cfg: Any, run: Any, params: np.ndarray | None = None) -> DreamEnv:
+    """A single DreamEnv of the run at `dream.temperature` (M and initial z's through `wm.world.load_world`)."""
+    from wm.world import load_world
+
+    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
+    return DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
+                    cfg.dream.max_steps, params=params, done_sampling=cfg.dream.done_sampling,
+                    done_weight=cfg.mdnrnn.done_weight)

@@ -26,6 +26,7 @@ from pathlib import Path
 from wm import config as C
 from wm.config import Config
 from wm.errors import WMError
+from wm.registry import stages_with_role
 from wm.rundir import RunDir
 
 
@@ -43,8 +44,8 @@ def round_config(cfg: Config, k: int) -> Config:
         "collect.agent_run": prev,
         "collect.explore": float(it.explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
-        "mdnrnn.init_from": f"{prev}/mdnrnn/mdnrnn.weights.h5",
-        "es.init_from": f"{prev}/controller/best.npz" if it.warm_start_c else "",
+        "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
+        "es.init_from": RunDir(prev).params("best").as_posix() if it.warm_start_c else "",
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
@@ -77,14 +78,14 @@ def _link_all(src: Path, dst: Path, pattern: str) -> int:
 def prepare_round(base: RunDir, cfg: Config, k: int) -> RunDir:
     """Create or check round k of `base` (see the module docstring); returns its RunDir."""
     prev = base if k == 1 else round_dir(base, k - 1)
-    for verb in ("collect", "train-vae", "encode", "train-mdnrnn", "train-controller"):
+    for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
     child.bind_config(round_config(cfg, k))
-    _link_all(prev.stage_dir("collect"), child.stage_dir("collect"), "ep_*.npz")
-    _link_all(prev.stage_dir("encode"), child.stage_dir("encode"), "ep_*.npz")
-    _link_all(prev.stage_dir("train-vae"), child.stage_dir("train-vae"), "vae.weights.h5")
+    _link_all(prev.episodes_dir, child.episodes_dir, "ep_*.npz")
+    _link_all(prev.series_dir, child.series_dir, "ep_*.npz")
+    _link_all(prev.vae_weights.parent, child.vae_weights.parent, prev.vae_weights.name)
     if not child.is_done("train-vae"):
         child.mark_done("train-vae", {**prev.done_info("train-vae"), "linked_from": str(prev.path)})
     return child

@@ -10,8 +10,7 @@ The graph has a fixed batch of `n_envs` (idle slots are padded), so it is traced
 or Keras `predict` (peers.md §5: per-step batch-1 model calls were the authors' and ports' bottleneck).
 
 An episode's result depends only on its seed and parameters: `env.reset(seed=seed)` and ε drawn from
-`default_rng(seed)`. `evaluate_params` is the entry point of the evaluate stage (one parameter vector, a list of
-seeds, optional frame recording).
+`default_rng(seed)`. The evaluation engine (`wm.engine`) builds it for `evaluate` and real-env `train-controller`.
 """
 
 from __future__ import annotations
@@ -45,6 +44,23 @@ def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, overr
     return a, z, c, h
 
 
+NONFINITE = ("action", "z", "h")
+
+
+def nonfinite_flags(action, z, h):
+    """Per row (N,) int32 bits, 1: action, 2: z, 4: h holds a NaN/inf (three row reductions: cheap next to M)."""
+    import tensorflow as tf
+
+    bits = [tf.cast(tf.logical_not(tf.reduce_all(tf.math.is_finite(x), axis=-1)), tf.int32) * (1 << i)
+            for i, x in enumerate((action, z, h))]
+    return bits[0] + bits[1] + bits[2]
+
+
+def nonfinite_names(bits: int) -> str:
+    """'action, z' for the bits of `nonfinite_flags`."""
+    return ", ".join(name for i, name in enumerate(NONFINITE) if int(bits) >> i & 1)
+
+
 class RealEvaluator:
     """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
 
@@ -74,21 +90,16 @@ class RealEvaluator:
         self.latents: list[list[np.ndarray]] = []
 
     @classmethod
-    def from_run(cfg_cls, cfg: Any, run: Any, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
-        """Load V (`vae/vae.weights.h5`) and M (`mdnrnn/mdnrnn.weights.h5`) of a run and build the evaluator."""
-        from wm.envs import action_dim
-        from wm.models.controller import Controller
-        from wm.models.mdnrnn import load_mdnrnn
-        from wm.models.vae import load_vae
+    def from_run(cls, cfg: Any, run: Any, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
+        """Load V and M of a run (`wm.world.load_world`) and build the evaluator."""
+        from wm.world import load_world
 
-        A = action_dim(cfg.env.name)
-        vae = load_vae(run.stage_dir("train-vae") / "vae.weights.h5", cfg.vae.z_dim)
-        m = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5", cfg.vae.z_dim, A, cfg.mdnrnn.hidden,
-                        cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done)
-        return cfg_cls(cfg, vae, m, Controller.from_config(cfg, A), n_envs=n_envs, keep_raw=keep_raw)
+        world = load_world(cfg, run, need=("vae", "mdnrnn"))
+        return cls(cfg, world.vae, world.mdnrnn, world.controller, n_envs=n_envs, keep_raw=keep_raw)
 
     def _graph(self, obs, eps, c, h, params, fresh):
-        return agent_step(self.vae, self.m, self.c, obs, eps, c, h, params, fresh)
+        a, z, c, h = agent_step(self.vae, self.m, self.c, obs, eps, c, h, params, fresh)
+        return a, z, c, h, nonfinite_flags(a, z, h)
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray, record: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes."""
@@ -135,8 +146,13 @@ class RealEvaluator:
                 raise KeyboardInterrupt
             eps = np.stack([r.standard_normal(zd).astype(np.float32) if j is not None else np.zeros(zd, np.float32)
                             for r, j in zip(rngs, job, strict=True)])
-            a, z, c, h = self._step(obs, eps, c, h, prm, fresh)
-            a = a.numpy()
+            a, z, c, h, bad = self._step(obs, eps, c, h, prm, fresh)
+            a, bad = a.numpy(), bad.numpy()
+            for e in np.flatnonzero(bad):  # before any env takes a NaN action (or a NaN state runs on unnoticed)
+                if job[e] is not None:
+                    i, k = job[e]
+                    raise WMError(f"real rollout: non-finite {nonfinite_names(bad[e])} at step {steps[e]} of member {i}, "
+                                  f"seed {seeds[i, k]}; check V's and M's weights and the controller params")
             z = z.numpy() if any(r >= 0 for r in rec_id) else None  # latents only while recording
             fresh[:] = 0.0
             for e in range(E):
@@ -162,19 +178,3 @@ class RealEvaluator:
         for env in self.envs:
             env.close()
         self.envs = []
-
-
-def evaluate_params(cfg: Any, run: Any, params: np.ndarray, seeds: list[int] | np.ndarray, n_envs: int | None = None,
-                    record: int = 0, keep_raw: bool = False) -> tuple[np.ndarray, np.ndarray, list[list[np.ndarray]]]:
-    """Run one parameter vector on `seeds` in the real env (the evaluate stage's entry point).
-
-    Returns (returns (N,), lengths (N,), frames): frames holds the first `record` episodes as lists of
-    64×64 observations (or raw screens with `keep_raw`), one per step including the first.
-    """
-    seeds = np.asarray(seeds, np.int64).reshape(1, -1)
-    ev = RealEvaluator.from_run(cfg, run, n_envs=n_envs or int(cfg.es.real_envs_per_worker), keep_raw=keep_raw)
-    try:
-        r, ln = ev.evaluate(np.asarray(params, np.float64)[None], seeds, record=record)
-        return r[0], ln[0], ev.frames
-    finally:
-        ev.close()

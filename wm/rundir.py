@@ -14,7 +14,6 @@ import os
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +22,30 @@ import yaml
 
 from wm.config import Config, flatten
 from wm.errors import WMError
+from wm.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
 
+# The registry owns the stages; these names are re-exported for the run dir's readers.
+__all__ = ["ARTIFACTS", "FREE_SECTIONS", "GLOBAL_SECTIONS", "PARAMS", "STAGES", "RunDir", "Stage", "atomic_path", "atomic_save",
+           "atomic_savez", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read_jsonl", "round_dirs", "stage"]
 
-@dataclass(frozen=True)
-class Stage:
-    verb: str  # CLI verb, e.g. "train-vae"
-    name: str  # short name: metrics/<name>.jsonl, logs/<name>.log
-    dir: str  # output folder in the run dir, holds DONE
-    sections: tuple[str, ...]  # config sections this stage owns
-
-
-# Pipeline order. `run` and `env` belong to no stage: they may not change once any stage has started.
-# Sections no stage of this run reads: `iterate` only shapes the rounds, which are runs with their own config.
-FREE_SECTIONS = ("iterate",)
-
-STAGES: tuple[Stage, ...] = (
-    Stage("collect", "collect", "episodes", ("collect",)),
-    Stage("train-vae", "vae", "vae", ("vae",)),
-    Stage("encode", "encode", "series", ("encode",)),
-    Stage("train-mdnrnn", "mdnrnn", "mdnrnn", ("mdnrnn",)),
-    Stage("train-controller", "controller", "controller", ("controller", "dream", "es")),
-    Stage("evaluate", "eval", "eval", ("evaluate",)),
-)
-GLOBAL_SECTIONS = ("run", "env")
-
-
-def stage(key: str) -> Stage:
-    """Look a stage up by verb, short name or folder."""
-    for s in STAGES:
-        if key in (s.verb, s.name, s.dir):
-            return s
-    raise KeyError(key)
+# Every artifact of a run: key -> (stage verb whose folder holds it, name inside that folder). No other module
+# spells an artifact's file name; they ask `RunDir` (tests/test_registry.py greps for stray names).
+ARTIFACTS: dict[str, tuple[str, str]] = {
+    "episodes": ("collect", ""),
+    "vae_weights": ("train-vae", "vae.weights.h5"),
+    "reconstructions": ("train-vae", "reconstructions.png"),
+    "series": ("encode", ""),
+    "initial_z": ("encode", "initial_z.npz"),
+    "mdnrnn_weights": ("train-mdnrnn", "mdnrnn.weights.h5"),
+    "dream_preview": ("train-mdnrnn", "dream_preview.gif"),
+    "es_state": ("train-controller", "es_state.pkl"),
+    "params_best": ("train-controller", "best.npz"),
+    "params_mean": ("train-controller", "mean.npz"),
+    "eval_summary": ("evaluate", "summary.json"),
+    "tau_sweep": ("evaluate", "temperature_sweep.json"),
+    "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
+}
+PARAMS = {"best": "params_best", "mean": "params_mean"}  # controller parameter files by name (evaluate.params)
 
 
 # ---------------------------------------------------------------- atomic writes
@@ -182,6 +174,59 @@ class RunDir:
     @property
     def tb_dir(self) -> Path:
         return self.path / "tb"
+
+    # -- artifacts (ARTIFACTS): the only place their file names are spelled
+    def artifact(self, key: str) -> Path:
+        """The path of artifact `key` of this run (KeyError for an unknown key)."""
+        verb, name = ARTIFACTS[key]
+        folder = self.stage_dir(verb)
+        return folder / name if name else folder
+
+    @property
+    def episodes_dir(self) -> Path:
+        return self.artifact("episodes")
+
+    @property
+    def series_dir(self) -> Path:
+        return self.artifact("series")
+
+    @property
+    def vae_weights(self) -> Path:
+        return self.artifact("vae_weights")
+
+    @property
+    def mdnrnn_weights(self) -> Path:
+        return self.artifact("mdnrnn_weights")
+
+    @property
+    def initial_z(self) -> Path:
+        return self.artifact("initial_z")
+
+    @property
+    def es_state(self) -> Path:
+        return self.artifact("es_state")
+
+    def params(self, which: str) -> Path:
+        """Controller parameters `best` or `mean` (`controller/<which>.npz`)."""
+        if which not in PARAMS:
+            raise WMError(f"controller parameters must be one of {sorted(PARAMS)}, got {which!r}")
+        return self.artifact(PARAMS[which])
+
+    def eval_dir(self, tag: str) -> Path:
+        """`eval/<tag>/`: episodes.jsonl, summary.json and GIFs of one evaluation."""
+        return self.stage_dir("evaluate") / tag
+
+    def eval_summary(self, tag: str | None = None) -> Path:
+        """The default evaluation's `eval/summary.json`, or `eval/<tag>/summary.json`."""
+        path = self.artifact("eval_summary")
+        return path if tag is None else self.eval_dir(tag) / path.name
+
+    def eval_summaries(self) -> list[Path]:
+        """Every `eval/<tag>/summary.json` of the run, sorted by tag."""
+        return sorted(self.stage_dir("evaluate").glob(f"*/{self.artifact('eval_summary').name}"))
+
+    def eval_episodes(self, tag: str) -> Path:
+        return self.eval_dir(tag) / "episodes.jsonl"
 
     # -- sentinels and state
     def is_done(self, key: str) -> bool:

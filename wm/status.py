@@ -3,51 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from wm.errors import WMError
+from wm.format import figures
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir, round_dirs
-
-# Metric keys shown as a stage's key figures (the last record of metrics/<stage>.jsonl that has them).
-KEY_FIGURES: dict[str, tuple[str, ...]] = {
-    "collect": ("collect/episodes", "collect/frames"),
-    "vae": ("vae/epoch", "vae/loss", "vae/val_loss"),
-    "encode": ("encode/episodes",),
-    "mdnrnn": ("mdnrnn/step", "mdnrnn/nll", "mdnrnn/done_loss"),
-    "controller": ("es/generation", "es/mean", "es/best", "es/eval_best"),
-    "eval": ("eval/episodes", "eval/mean", "eval/std"),
-}
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return str(int(v)) if v.is_integer() else f"{v:.4g}"
-    return str(v)
+from wm.registry import STAGES, stage
+from wm.rundir import RunDir, round_dirs
 
 
 def key_figures(run: RunDir, verb: str) -> dict[str, Any]:
-    """Key figures of one stage: summary files first, then the last metrics record."""
-    from wm.rundir import stage
-
+    """Key figures of one stage (wm.registry): figures read from its files first, then the last metrics record."""
     st = stage(verb)
-    out: dict[str, Any] = {}
-    if st.name == "collect":
-        folder = run.stage_dir(verb)
-        if folder.exists():
-            out["collect/episodes"] = sum(1 for p in folder.iterdir() if p.name.startswith("ep_") and p.suffix == ".npz")
-    if st.name == "encode":
-        folder = run.stage_dir(verb)
-        if folder.exists():
-            out["encode/episodes"] = sum(1 for p in folder.iterdir() if p.name.startswith("ep_") and p.suffix == ".npz")
-    if st.name == "eval":
-        summary = run.stage_dir(verb) / "summary.json"
-        if summary.exists():
-            s = json.loads(summary.read_text())
-            out.update({f"eval/{k}": s[k] for k in ("episodes", "mean", "std") if k in s})
+    out: dict[str, Any] = st.figures(run) if st.figures is not None else {}
     rec = last_record(run.metrics_path(verb)) or {}
-    for k in KEY_FIGURES[st.name]:
+    for k in st.key_figures:
         if k not in out and k in rec:
             out[k] = rec[k]
     return out
@@ -77,5 +47,5 @@ def main(args: argparse.Namespace) -> int:
 
 def _print_rows(run: RunDir, indent: str) -> None:
     for verb, state, figs in stage_rows(run):
-        fig = "  ".join(f"{k.split('/', 1)[1]} {_fmt(v)}" for k, v in figs.items())
+        fig = figures(figs)
         print(f"{indent}{verb:<17} {state:<12} {fig}".rstrip())

@@ -5,7 +5,7 @@ dream at every τ of `evaluate.temperatures` and once in the real env (its real 
 is evaluated once and repeated per row). The full reproduction trains one controller per τ, each in its own run
 dir that shares the upstream stages (collect, V, encode, M) by symlink:
 
-    python -m wm.sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3     # → runs/doom-tau0.1, …
+    python -m wm sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3     # → runs/doom-tau0.1, …
     python -m wm train-controller --run runs/doom-tau0.1                         # one per τ (under mpirun)
     python -m wm evaluate --run runs/doom --sweep --sweep-runs runs/doom-tau*    # the table, each row its own C
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 from wm.config import Config, update
 from wm.errors import WMError
+from wm.evaluation import pm
+from wm.registry import stages_with_role
 from wm.rundir import RunDir, atomic_write_json, atomic_write_text
 
 # §9, DoomTakeCover: τ → ((dream mean, std), (real mean, std)); C trained at τ, 100 rollouts each.
@@ -34,16 +35,11 @@ PAPER_DOOM: dict[float, tuple[tuple[float, float], tuple[float, float]]] = {
     1.15: ((918, 546), (1092, 556)),
     1.30: ((732, 269), (753, 139)),
 }
-SHARED_STAGES = ("collect", "train-vae", "encode", "train-mdnrnn")
 
 
 def paper_row(tau: float) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """The paper's (dream, real) scores at τ, or None when the paper has no row for it."""
     return next((v for k, v in PAPER_DOOM.items() if abs(k - tau) < 1e-6), None)
-
-
-def _pm(s: dict[str, Any] | None) -> str:
-    return "—" if s is None else f"{s['mean']:.0f} ± {s['std']:.0f}"
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
@@ -54,7 +50,7 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         p = paper_row(r["temperature"])
         pd, pr = ("—", "—") if p is None else (f"{p[0][0]:.0f} ± {p[0][1]:.0f}", f"{p[1][0]:.0f} ± {p[1][1]:.0f}")
         ctrl = f"{r['controller_run']} (trained at τ {r['trained_temperature']:g})"
-        out.append(f"| {r['temperature']:g} | {_pm(r.get('dream'))} | {_pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |")
+        out.append(f"| {r['temperature']:g} | {pm(r.get('dream'))} | {pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |")
     out += ["", "Paper (§9): random policy 210 ± 108 in the real env; scores are steps survived, ± is the std over episodes."]
     return "\n".join(out) + "\n"
 
@@ -73,14 +69,15 @@ def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], swee
 
 def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files."""
+    from wm.evaluation import Progress, play, seed_list, summarize
     from wm.metrics import make_logger
-    from wm.stages import evaluate as E
+    from wm.world import load_world
 
     temps = [float(t) for t in cfg.evaluate.temperatures]
     if not temps:
         raise WMError("evaluate.temperatures is empty")
     episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
-    seeds = E.seed_list(cfg, episodes)
+    seeds = seed_list(cfg, episodes)
     sources = controller_sources(cfg, run, temps, getattr(args, "sweep_runs", []) or [])
     real_cache: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
@@ -88,27 +85,27 @@ def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[s
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
-            params, pfile = E.load_params(scfg, src, getattr(args, "params", None))
+            world = load_world(scfg, src, need=("params",), params=getattr(args, "params", None))
+            params, pfile = world.params, world.params_path
             log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
             # the dream evaluator batches every episode in one graph: one process is fastest (wm/dream.py)
-            prog = E.Progress(len(seeds), f"τ {tau:g} dream")
-            rets, lens = E.run_episodes(scfg, src, params, seeds, dream=True, temperature=tau, workers=1, progress=prog.update)
-            dream = E.summarize(rets, lens)
+            prog = Progress(len(seeds), f"τ {tau:g} dream")
+            rets, lens = play(scfg, src, "dream", params, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
+            dream = summarize(rets, lens)
             if str(pfile) not in real_cache:
-                prog = E.Progress(len(seeds), f"τ {tau:g} real")
-                rets, lens = E.run_episodes(scfg, src, params, seeds, workers=cfg.evaluate.workers, progress=prog.update)
-                real_cache[str(pfile)] = E.summarize(rets, lens)
+                prog = Progress(len(seeds), f"τ {tau:g} real")
+                rets, lens = play(scfg, src, "real", params, seeds, workers=cfg.evaluate.workers, progress=prog.update, log=log)
+                real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
             rows.append({"temperature": tau, "episodes": len(seeds), "dream": dream, "real": real,
                          "controller_run": str(src.path), "params_file": str(pfile),
                          "trained_temperature": float(scfg.dream.temperature), "paper": paper_row(tau)})
             log.scalars(i, {"eval/sweep/temperature": tau, "eval/sweep/dream_mean": dream["mean"],
                             "eval/sweep/real_mean": real["mean"]}, console=False)
-            log.info("τ %g: dream %s, real %s", tau, _pm(dream), _pm(real))
-    out = run.stage_dir("evaluate")
-    atomic_write_json(out / "temperature_sweep.json", {"seeds": seeds, "config_hash": cfg.hash(), "rows": rows})
+            log.info("τ %g: dream %s, real %s", tau, pm(dream), pm(real))
+    atomic_write_json(run.artifact("tau_sweep"), {"seeds": seeds, "config_hash": cfg.hash(), "rows": rows})
     table = format_table(rows)
-    atomic_write_text(out / "temperature_sweep.md", "# DoomTakeCover temperature sweep\n\n" + table)
+    atomic_write_text(run.artifact("tau_sweep_table"), "# DoomTakeCover temperature sweep\n\n" + table)
     print(table, end="")
     return rows
 
@@ -131,14 +128,14 @@ def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None
     cfg = src.load_config()
     if cfg is None:
         raise WMError(f"{src.config_path} not found")
-    missing = [v for v in SHARED_STAGES if not src.is_done(v)]
+    missing = [s.verb for s in stages_with_role("data", "world") if not src.is_done(s.verb)]
     if missing:
         raise WMError(f"{src.path}: stages {', '.join(missing)} are not done; finish them before preparing τ runs")
     dst = RunDir(dest or tau_run_path(src, tau))
     if dst.config_path.exists():
         raise WMError(f"{dst.path} already exists; remove it or pick another destination")
     dst.path.mkdir(parents=True, exist_ok=True)
-    for verb in SHARED_STAGES:
+    for verb in (s.verb for s in stages_with_role("data", "world")):
         target = src.stage_dir(verb).resolve()
         link = dst.stage_dir(verb)
         if not link.exists():
@@ -152,28 +149,20 @@ def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None
     return dst
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m wm.sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: make one run dir per τ."""
-    p = argparse.ArgumentParser(prog="python -m wm.sweep", description="one run dir per dream temperature (§9)")
-    sub = p.add_subparsers(dest="cmd", required=True)
+def add_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="CMD")
     q = sub.add_parser("prepare", help="symlink a run's collect/V/encode/M into <run>-tau<τ> with dream.temperature=τ")
     q.add_argument("--run", required=True)
     q.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
-    args = p.parse_args(argv)
+
+
+def main(args: argparse.Namespace) -> int:
+    """`python -m wm sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: make one run dir per τ."""
     src = RunDir(args.run)
-    try:
-        cfg = src.load_config()
-        taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
-        made = [prepare_tau_run(src, t) for t in taus]
-    except WMError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    cfg = src.load_config()
+    taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
+    made = [prepare_tau_run(src, t) for t in taus]
     for d in made:
         print(f"python -m wm train-controller --run {d.path}")
     print(f"python -m wm evaluate --run {src.path} --sweep --sweep-runs " + " ".join(str(d.path) for d in made))
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-

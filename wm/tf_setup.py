@@ -59,7 +59,10 @@ def setup(threads: int | None = None, gpu: bool = True, mixed_precision: bool = 
             pass
     gpus = tf.config.list_physical_devices("GPU")
     if not gpu and gpus:
-        tf.config.set_visible_devices([], "GPU")
+        try:
+            tf.config.set_visible_devices([], "GPU")
+        except RuntimeError:  # TF already initialised its devices in this process: it keeps them
+            pass
         gpus = []
     for g in gpus:
         try:

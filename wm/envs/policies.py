@@ -91,16 +91,15 @@ class Hold:
         return self.a.astype(np.float32)
 
 
-def make_policy(cfg, rng: np.random.Generator, action_dim: int, run_dir=None):
+def make_policy(cfg, rng: np.random.Generator, action_dim: int):
     """The data policy `cfg.collect.policy` with its config parameters; `reset()` per episode, `act(obs)`.
 
-    `agent` (the trained V + M + C of `collect.agent_run`, resolved against `run_dir`) lives in `wm.agent`.
+    `agent` (the trained V + M + C of `collect.agent_run`) needs trained models: `wm.agent`, built by the collect
+    stage (envs never import the agent).
     """
     c = cfg.collect
     if c.policy == "agent":
-        from wm.agent import AgentPolicy, agent_source
-
-        return AgentPolicy(cfg, agent_source(cfg, run_dir), rng, float(c.explore))
+        raise WMError("collect.policy agent is built from a trained run by the collect stage (wm.agent), not here")
     if c.policy == "random_agent":
         return RandomAgent(rng, action_dim, float(c.random_agent_stdev))
     if c.policy == "brownian":

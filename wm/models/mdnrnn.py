@@ -202,6 +202,11 @@ def save_config(model: MDNRNN, path: str | Path) -> None:
     atomic_write_json(path, model.config_dict())
 
 
+def config_path(weights: str | Path) -> Path:
+    """The sizes file that travels with M's weights (`model.json` beside them), read by `load_mdnrnn`."""
+    return Path(weights).with_name("model.json")
+
+
 def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | None = None, hidden: int | None = None,
                 num_mixtures: int | None = None, predict_done: bool | None = None) -> MDNRNN:
     """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it.
@@ -211,7 +216,7 @@ def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | No
     path = Path(path)
     if not path.exists():
         raise WMError(f"M weights not found: {path} (run train-mdnrnn first)")
-    meta_path = path.parent / "model.json"
+    meta_path = config_path(path)
     meta = {"num_mixtures": 5, **(json.loads(meta_path.read_text()) if meta_path.exists() else {})}
     dims = {"z_dim": z_dim, "action_dim": action_dim, "hidden": hidden, "num_mixtures": num_mixtures, "predict_done": predict_done}
     for k, v in dims.items():

@@ -32,7 +32,7 @@ import numpy as np
 from wm.config import Config
 from wm.data.episodes import EpisodeError, episode_index, episode_name, list_episodes, read_episode, write_episode
 from wm.errors import WMError
-from wm.procpool import at_worker_exit, spawn_map
+from wm.procpool import spawn_map
 from wm.rundir import RunDir
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
@@ -75,9 +75,6 @@ def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False
 
 # ---------------------------------------------------------------- worker process
 
-_W: dict[str, Any] = {}
-
-
 class _Writer:
     """One background thread per worker that compresses and writes the previous episode while the next one runs.
 
@@ -108,25 +105,53 @@ class _Writer:
         self.thread.join()
 
 
-def _init_worker(cfg_dict: dict[str, Any], folder: str) -> None:
-    from wm.envs import action_dim, make_env
+class CollectWorker:
+    """A collect worker's context (the pool hands it to every task): its env, its writer, and the agent's models
+    when the data policy is `agent` (loaded once per worker, not once per episode)."""
 
-    cfg = Config(cfg_dict)
-    env = make_env(cfg)
-    writer = _Writer()
-    at_worker_exit(env.close)
-    at_worker_exit(writer.close)  # runs first: the pending episode is written before the worker exits
-    _W.update(cfg=cfg, folder=Path(folder), env=env, adim=action_dim(cfg.env.name), writer=writer)
+    def __init__(self, cfg_dict: dict[str, Any], folder: str):
+        from wm.envs import action_dim, make_env
+
+        self.cfg, self.folder = Config(cfg_dict), Path(folder)
+        self.adim = action_dim(self.cfg.env.name)
+        self.env = make_env(self.cfg)
+        self.writer = _Writer()
+        self.agent = agent_models(self.cfg, self.folder.parent)
+
+    def close(self) -> None:
+        self.writer.close()  # first: the pending episode is written before the env goes
+        self.env.close()
 
 
-def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None) -> tuple[dict[str, np.ndarray], int, int]:
-    """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts)."""
+def agent_models(cfg: Config, run_dir: Path | None) -> Any:
+    """The `agent` policy's V + M + C (`wm.agent.AgentModels`), or None for every other data policy."""
+    if cfg.collect.policy != "agent":
+        return None
+    from wm.agent import AgentModels, agent_source
+
+    return AgentModels(cfg, agent_source(cfg, run_dir))
+
+
+def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None,
+                 agent: Any = None) -> tuple[dict[str, np.ndarray], int, int]:
+    """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts).
+
+    `agent`: the loaded `AgentModels` for `collect.policy: agent` (loaded here from `run_dir` when not given).
+    """
     from wm.envs.policies import make_policy
 
+    if cfg.collect.policy == "agent" and agent is None:
+        agent = agent_models(cfg, run_dir)
     steps = 0
     for attempt in range(MAX_ATTEMPTS):
         env_seed, rng = episode_seeds(cfg.run.seed, slot, attempt)
-        policy = make_policy(cfg, rng, adim, run_dir)
+        if agent is not None:
+            from wm.agent import AgentPolicy
+
+            c = cfg.collect
+            policy = AgentPolicy(agent, rng, float(c.explore), int(c.hold_min), int(c.hold_max))
+        else:
+            policy = make_policy(cfg, rng, adim)
         ep = rollout(env, policy, cfg.env.name, env_seed, bool(cfg.collect.ignore_done))
         steps += len(ep["done"])
         if len(ep["done"]) > int(cfg.collect.min_length):
@@ -135,10 +160,10 @@ def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = 
                   f"in {MAX_ATTEMPTS} attempts")
 
 
-def _work(slot: int) -> tuple[int, int, int, int, float]:
+def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
     t0 = time.perf_counter()
-    ep, attempts, steps = collect_slot(_W["cfg"], _W["env"], _W["adim"], slot, _W["folder"].parent)
-    _W["writer"].put(_W["folder"] / episode_name(slot), ep)
+    ep, attempts, steps = collect_slot(w.cfg, w.env, w.adim, slot, w.folder.parent, w.agent)
+    w.writer.put(w.folder / episode_name(slot), ep)
     return slot, len(ep["done"]), attempts, steps, time.perf_counter() - t0
 
 
@@ -183,7 +208,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
     workers = int(getattr(args, "workers", None) or cfg.collect.workers)
     if workers < 1:
         raise WMError(f"collect.workers must be >= 1, got {workers}")
-    folder = run.stage_dir("collect")
+    folder = run.episodes_dir
     folder.mkdir(parents=True, exist_ok=True)
     for tmp in folder.glob(".tmp-ep_*"):  # torn writes of a killed run (never visible as episodes)
         tmp.unlink(missing_ok=True)
@@ -196,7 +221,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         steps = rejected = 0
         t0 = time.perf_counter()
         if todo:
-            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", _init_worker,
+            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker,
                                 (cfg.to_dict(), str(folder)))
             for slot, n, attempts, spent, _ in results:
                 good[slot] = n

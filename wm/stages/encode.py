@@ -28,7 +28,6 @@ from wm.errors import WMError
 from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
 
-INITIAL_Z = "initial_z.npz"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -59,7 +58,6 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
     from wm import tf_setup
     from wm.models.vae import load_vae, make_encoder
-    from wm.stages.train_vae import WEIGHTS
 
     z_dim, bs = int(cfg.vae.z_dim), int(cfg.encode.batch_size)
     vae_dir, out = run.stage_dir("train-vae"), run.stage_dir("encode")
@@ -68,14 +66,14 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     done_info = run.done_info("train-vae")
     if done_info.get("z_dim") not in (None, z_dim):
         raise WMError(f"V in {vae_dir} was trained with z_dim={done_info['z_dim']} but vae.z_dim is {z_dim}")
-    episodes = list_episodes(run.stage_dir("collect"))
+    episodes = list_episodes(run.episodes_dir)
     if not episodes:
         raise WMError(f"no episode files in {run.stage_dir('collect')}")
     out.mkdir(parents=True, exist_ok=True)
 
     with make_logger(run, "encode") as log:
         tf_setup.setup()
-        model = load_vae(vae_dir / WEIGHTS, z_dim)  # WMError naming the file when the z size does not fit
+        model = load_vae(run.vae_weights, z_dim)  # WMError naming the file when the z size does not fit
         encoder = make_encoder(model)
         n_init = int(cfg.encode.initial_z)
         initial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -115,7 +113,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         if not good:
             raise WMError(f"no readable episode files in {run.stage_dir('collect')}")
         k = sorted(initial)[:n_init]
-        atomic_savez(out / INITIAL_Z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
+        atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
         fps = frames / max(time.perf_counter() - t0, 1e-9)
         log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": fps, "encode/bad_files": bad})
         info = {"episodes": len(good), "written": written, "kept": skipped, "bad_files": bad, "z_dim": z_dim,

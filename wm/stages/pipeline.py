@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from wm.cli import add_run_args, resolve_config
+from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.errors import WMError
+from wm.format import duration
 from wm.iterate import prepare_round, round_dir
 from wm.metrics import last_record
-from wm.rundir import STAGES, RunDir, round_dirs
+from wm.registry import STAGES, stage
+from wm.rundir import RunDir, round_dirs
 from wm.stages.report import evaluations
 
 
@@ -38,33 +38,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress-every", type=float, default=30.0, metavar="S", help="seconds between progress lines")
 
 
-def _fmt_time(s: float) -> str:
-    s = int(max(0, s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
-
-
 def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
-    """Fraction of a stage done, from its files and metrics (None when unknown)."""
-    rec = last_record(run.metrics_path(verb)) or {}
-    if verb == "collect":
-        n = len(list(run.stage_dir(verb).glob("ep_*.npz")))
-        return n / max(1, cfg.collect.episodes)
-    if verb == "encode":
-        total = len(list(run.stage_dir("collect").glob("ep_*.npz")))
-        return len(list(run.stage_dir(verb).glob("ep_*.npz"))) / max(1, total)
-    if verb == "train-vae" and ("vae/epoch_progress" in rec or "vae/epoch" in rec):
-        # step records carry epoch_progress (from 0 within training), epoch records vae/epoch (epochs finished)
-        return min(1.0, float(rec.get("vae/epoch_progress", rec.get("vae/epoch", 0))) / max(1, cfg.vae.epochs))
-    if verb == "train-mdnrnn":
-        if "mdnrnn/epoch" in rec and cfg.mdnrnn.batching == "streams":
-            return (float(rec["mdnrnn/epoch"]) + 1) / max(1, cfg.mdnrnn.epochs)
-        if "mdnrnn/step" in rec and cfg.mdnrnn.batching == "episodes":
-            return float(rec["mdnrnn/step"]) / max(1, cfg.mdnrnn.steps)
-    if verb == "evaluate" and "eval/done" in rec:
-        return float(rec["eval/done"]) / max(1, cfg.evaluate.episodes)
-    if verb == "train-controller" and "es/generation" in rec:
-        return float(rec["es/generation"]) / max(1, cfg.es.generations)
-    return None
+    """Fraction of a stage done, from its files and metrics (the registry's `progress`; None when unknown)."""
+    st = stage(verb)
+    return st.progress(run, cfg, last_record(run.metrics_path(verb)) or {}) if st.progress is not None else None
 
 
 def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -> str:
@@ -73,18 +50,8 @@ def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -
     linked in, is not credited with work done before."""
     pct = f"{100 * p:.0f}%" if p is not None else "…"
     made = p - (p0 or 0.0) if p is not None else 0.0
-    eta = f"ETA {_fmt_time(elapsed * (1 - p) / made)}" if p is not None and made > 0 and p < 1 else "ETA ?"
-    return f"{tag}: {pct}  elapsed {_fmt_time(elapsed)}  {eta}"
-
-
-def stage_command(verb: str, run: RunDir, mpi: int) -> list[str]:
-    """The subprocess command line of one stage."""
-    cmd = [sys.executable, "-m", "wm", verb, "--run", str(run.path)]
-    if verb == "train-controller" and mpi > 1:
-        mpirun = Path(sys.executable).with_name("mpirun")
-        launcher = str(mpirun) if mpirun.exists() else shutil.which("mpirun") or "mpirun"
-        return [launcher, "-n", str(mpi), *cmd]
-    return cmd
+    eta = f"ETA {duration(elapsed * (1 - p) / made)}" if p is not None and made > 0 and p < 1 else "ETA ?"
+    return f"{tag}: {pct}  elapsed {duration(elapsed)}  {eta}"
 
 
 def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, every: float) -> int:
@@ -147,14 +114,14 @@ def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
                 run.clear_done(st.verb)
             state = run.state(st.verb)
             word = "resuming" if state == "resumable" else "running"
-            cmd = stage_command(st.verb, run, args.mpi)
+            cmd = stage_command(st.verb, run.path, ranks=args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1)
             print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
             start = time.time()
             rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every)
             timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
             if rc != 0 or not run.is_done(st.verb):
                 raise WMError(f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume")
-            print(f"{tag}: done in {_fmt_time(elapsed)}", flush=True)
+            print(f"{tag}: done in {duration(elapsed)}", flush=True)
         if args.until == st.verb:
             return
 
@@ -188,7 +155,7 @@ def main(args: argparse.Namespace) -> int:
             subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(where.path)], check=True)
         _demo_table(run, rounds)
     total = time.time() - t0
-    print(f"pipeline finished in {_fmt_time(total)}: " + ", ".join(f"{k} {_fmt_time(v)}" for k, v in timings.items()))
+    print(f"pipeline finished in {duration(total)}: " + ", ".join(f"{k} {duration(v)}" for k, v in timings.items()))
     hist = run.path / "pipeline_timings.jsonl"
     with open(hist, "a") as f:
         f.write(json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}}) + "\n")

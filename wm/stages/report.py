@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from wm.errors import WMError
-from wm.rundir import STAGES, RunDir, atomic_write_text, read_jsonl
+from wm.format import duration, figures, number
+from wm.registry import STAGES, plots
+from wm.rundir import RunDir, atomic_write_text, read_jsonl
 
 # §9: the paper's scores, by env and evaluation kind.
 PAPER: dict[str, dict[str, str]] = {
@@ -30,34 +32,12 @@ PAPER: dict[str, dict[str, str]] = {
 CONFIG_KEYS = ("env.name", "env.preprocess", "env.max_steps", "collect.episodes", "vae.z_dim", "vae.epochs",
                "mdnrnn.hidden", "mdnrnn.num_mixtures", "mdnrnn.epochs", "controller.mode", "dream.temperature",
                "es.fitness", "es.popsize", "es.trials", "es.generations", "evaluate.episodes", "run.seed")
-# plots/<file>: title, metrics file (stage verb), x label, [(series name, metric key)]
-PLOTS: tuple[tuple[str, str, str, str, tuple[tuple[str, str], ...]], ...] = (
-    ("vae_loss.png", "V (ConvVAE) loss", "train-vae", "step",
-     (("loss", "vae/loss"), ("val loss", "vae/val_loss"), ("recon", "vae/recon"), ("kl", "vae/kl"))),
-    ("mdnrnn_nll.png", "M (MDN-RNN) loss", "train-mdnrnn", "step",
-     (("nll", "mdnrnn/nll"), ("done loss", "mdnrnn/done_loss"))),
-    ("es.png", "CMA-ES fitness per generation", "train-controller", "generation",
-     (("mean", "es/mean"), ("best of gen", "es/max"), ("best so far", "es/best"), ("eval of mean", "es/eval_mean"))),
-)
-IMAGES = (("V reconstructions (originals over reconstructions)", "vae/reconstructions.png"),
-          ("Dream rollouts of M with random actions, decoded by V", "mdnrnn/dream_preview.gif"))
+IMAGES = (("V reconstructions (originals over reconstructions)", "reconstructions"),
+          ("Dream rollouts of M with random actions, decoded by V", "dream_preview"))  # (title, artifact key)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", required=True, help="run directory")
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return str(int(v)) if v.is_integer() and abs(v) < 1e12 else f"{v:.4g}"
-    return str(v)
-
-
-def _duration(s: float | None) -> str:
-    if s is None:
-        return "—"
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def series_of(records: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -78,15 +58,15 @@ def make_plots(run: RunDir) -> list[tuple[str, Path]]:
     from wm.plots import line_plot
 
     out = []
-    for fname, title, verb, xlabel, keys in PLOTS:
-        records = read_jsonl(run.metrics_path(verb))
-        series = {name: series_of(records, key) for name, key in keys}
+    for st, plot in plots():
+        records = read_jsonl(run.metrics_path(st.verb))
+        series = {name: series_of(records, key) for name, key in plot.series}
         series = {k: v for k, v in series.items() if v[0]}
         if not series:
             continue
-        path = run.path / "plots" / fname
-        line_plot(path, series, title=title, xlabel=xlabel)
-        out.append((title, path))
+        path = run.path / "plots" / plot.file
+        line_plot(path, series, title=plot.title, xlabel=plot.xlabel)
+        out.append((plot.title, path))
     return out
 
 
@@ -101,8 +81,7 @@ def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None
 def evaluations(run: RunDir) -> list[dict[str, Any]]:
     """Every `eval/<tag>/summary.json`, the default real evaluation first."""
     out = []
-    folder = run.stage_dir("evaluate")
-    for p in sorted(folder.glob("*/summary.json")) if folder.exists() else []:
+    for p in run.eval_summaries():
         try:
             s = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError):
@@ -139,7 +118,7 @@ def render(run: RunDir) -> str:
     lines = [f"# World Models run report: `{run.path.name}`", "",
              f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
              "Paper numbers: `paper_settings.md` §9.", "", "## Configuration", "", "| key | value |", "|---|---|"]
-    lines += [f"| `{k}` | {_fmt(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
+    lines += [f"| `{k}` | {number(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
     lines += ["", "Full config: [config.yaml](config.yaml)", "", "## Stages", "", "| stage | state | key figures | time |",
               "|---|---|---|---|"]
     pipeline = (read_jsonl(run.path / "pipeline_timings.jsonl") or [{}])[-1]
@@ -152,8 +131,8 @@ def render(run: RunDir) -> str:
                 figs.update({k: v for k, v in info.items() if "/" in k and isinstance(v, (int, float))})
             except (OSError, json.JSONDecodeError):
                 pass
-        fig = ", ".join(f"{k.split('/', 1)[1]} {_fmt(v)}" for k, v in figs.items()) or "—"
-        lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {_duration(stage_time(run, st.verb, pipeline))} |")
+        fig = figures(figs, ", ") or "—"
+        lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
     lines += ["", "## Evaluation", ""]
     evals = evaluations(run)
     if evals:
@@ -161,7 +140,8 @@ def render(run: RunDir) -> str:
                   "|---|---|---|---|---|---|---|"]
         for s in evals:
             mode = s.get("mode", "?") + (f" τ {s['temperature']:g}" if s.get("temperature") is not None else "")
-            files = [f"[episodes]({_rel(run, s['_dir'] / 'episodes.jsonl')})"] if (s["_dir"] / "episodes.jsonl").exists() else []
+            episodes = run.eval_episodes(s["_dir"].name)
+            files = [f"[episodes]({_rel(run, episodes)})"] if episodes.exists() else []
             files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
             lines.append(f"| {s['tag']} | {mode} | {s['episodes']} | **{s['mean']:.1f} ± {s['std']:.1f}** | "
                          f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |")
@@ -170,16 +150,16 @@ def render(run: RunDir) -> str:
                       "2100); solved = mean > 750 over 100 trials."]
     else:
         lines.append("No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`.")
-    sweep = run.stage_dir("evaluate") / "temperature_sweep.md"
+    sweep, data = run.artifact("tau_sweep_table"), run.artifact("tau_sweep")
     if sweep.exists():
         body = "\n".join(ln for ln in sweep.read_text().splitlines() if not ln.startswith("# ")).strip()
         lines += ["", "## Temperature sweep", "", body]
-        if sweep.with_suffix(".json").exists():
-            lines += ["", f"Data: [temperature_sweep.json]({_rel(run, sweep.with_suffix('.json'))})"]
+        if data.exists():
+            lines += ["", f"Data: [{data.name}]({_rel(run, data)})"]
     plots = make_plots(run)
     lines += ["", "## Training curves", ""]
     lines += [f"![{title}]({_rel(run, p)})" for title, p in plots] or ["No training metrics yet."]
-    images = [(t, run.path / p) for t, p in IMAGES if (run.path / p).exists()]
+    images = [(t, run.artifact(key)) for t, key in IMAGES if run.artifact(key).exists()]
     gifs = sorted(run.stage_dir("evaluate").glob("*/episode_*.gif")) if run.stage_dir("evaluate").exists() else []
     if images or gifs:
         lines += ["", "## Images", ""]

@@ -48,8 +48,8 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
         return
     if not run.is_done("train-mdnrnn"):
         raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
-    if kind == "dream" and not (run.stage_dir("encode") / "initial_z.npz").exists():
-        raise WMError(f"{run.stage_dir('encode')}/initial_z.npz missing: run encode first (the dream starts from it)")
+    if kind == "dream" and not run.initial_z.exists():
+        raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
     if kind == "real" and not run.is_done("train-vae"):
         raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real fitness encodes frames with V)")
 
@@ -103,21 +103,16 @@ def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
 
 def initial_mean(path: Any, n: int) -> np.ndarray:
     """`es.init_from`: the CMA-ES starting mean (the previous round's C), checked for size and finiteness."""
-    try:
-        with np.load(path) as f:
-            x0 = np.asarray(f["params"], np.float64).reshape(-1)
-    except (OSError, ValueError, KeyError) as e:
-        raise WMError(f"es.init_from: cannot read params from {path} ({type(e).__name__})") from None
-    if x0.size != n or not np.all(np.isfinite(x0)):
-        raise WMError(f"es.init_from: {path} holds {x0.size} params (finite: {bool(np.all(np.isfinite(x0)))}), C needs {n}")
-    return x0
+    from wm.world import read_params
+
+    return read_params(path, n, what="es.init_from")
 
 
 def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from mpi import StopFlag, make_pool
+    from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
     from wm.es.cmaes import CMAES
-    from wm.es.fitness import FitnessSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.metrics import make_logger
     from wm.models.controller import Controller
 
@@ -127,7 +122,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
     out = run.stage_dir(VERB)
     out.mkdir(parents=True, exist_ok=True)
-    state_path, metrics = out / "es_state.pkl", run.metrics_path(VERB)
+    state_path, metrics = run.es_state, run.metrics_path(VERB)
     if getattr(args, "force", False):
         state_path.unlink(missing_ok=True)
     if state_path.exists():
@@ -139,7 +134,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         st = {"version": STATE_VERSION, "n_params": n, "popsize": P, "generation": 0, "elapsed": 0.0, "best_fitness": -np.inf,
               "best_eval": -np.inf, "best_eval_gen": 0, "metrics_bytes": 0}
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
-    spec = FitnessSpec(es_cfg.fitness, cfg.to_dict(), str(run.path), n)
+    spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
     seeds_eval = eval_seeds(cfg)
     stop_after = int(getattr(args, "stop_after", 0) or 0)
 
@@ -189,13 +184,13 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     score = float(ev.mean())
                     if score > st["best_eval"]:
                         st["best_eval"], st["best_eval_gen"] = score, gen
-                        atomic_savez(out / "best.npz", params=mean, score=np.float64(score), generation=np.int64(gen))
+                        atomic_savez(run.params("best"), params=mean, score=np.float64(score), generation=np.int64(gen))
                     rec.update({"es/eval_mean": score, "es/eval_std": float(ev.std()), "es/eval_best": st["best_eval"]})
                 dt = time.time() - t0
                 st["elapsed"] += dt
                 rec.update({"es/elapsed": st["elapsed"], "es/evals_per_s": episodes / max(dt, 1e-9)})
                 log.scalars(gen, rec)
-                atomic_savez(out / "mean.npz", params=mean, generation=np.int64(gen))
+                atomic_savez(run.params("mean"), params=mean, generation=np.int64(gen))
                 st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
                 save(st)
         except KeyboardInterrupt:
@@ -206,7 +201,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             raise
         finally:
             pool.close()
-        if not (out / "best.npz").exists():
+        if not run.params("best").exists():
             raise WMError("no evaluation of the mean was recorded")
         log.info("done: %d generations, best eval %.2f at generation %d", st["generation"], st["best_eval"], st["best_eval_gen"])
     last = {k: v for k, v in (rec if G > gen0 else {}).items() if k in ("es/mean",)}

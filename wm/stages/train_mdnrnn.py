@@ -36,17 +36,19 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
 
     tf = tf_setup.setup()
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
-    from wm.dream import action_dim
-    from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step, save_config
+    from wm.envs import action_dim
+    from wm.models.mdnrnn import MDNRNN, config_path, make_optimizer, make_train_step, save_config
     from wm.training import Checkpoint, Rate, check_finite, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
         raise WMError(f"mdnrnn.batching must be episodes or streams, got {m_cfg.batching!r}")
-    a_dim = action_dim(cfg)
+    a_dim = action_dim(cfg.env.name)
     with make_logger(run, "train-mdnrnn") as log:
-        series = load_series(run.stage_dir("encode"), cfg.vae.z_dim, a_dim, log)
-        log.info("series: %d episodes, %d frames", series.n_episodes, series.n_frames)
+        series = load_series(run.series_dir, cfg.vae.z_dim, a_dim, log, max_bad_share=cfg.data.max_bad_share)
+        log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames,
+                 series.bad_files)
+        log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
         import keras
 
         keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
@@ -97,14 +99,14 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 carry = model.initial_state(m_cfg.batch_size)  # zero state at each epoch start (§4)
             _save(out, ckpt, state, carry)
         ckpt.save(state)
-        save_weights(model, out / "mdnrnn.weights.h5")
-        save_config(model, out / "model.json")
+        save_weights(model, run.mdnrnn_weights)
+        save_config(model, config_path(run.mdnrnn_weights))
         try:
             preview(cfg, run, model, log)
         except WMError as e:
             log.warning("no dream preview: %s", e)
         info = {"mdnrnn/step": state["step"], "mdnrnn/nll": last[0], "mdnrnn/done_loss": last[1],
-                "params": int(model.count_params())}
+                "params": int(model.count_params()), "mdnrnn/bad_files": series.bad_files}
         run.mark_done("train-mdnrnn", info)
         log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
 
@@ -136,21 +138,15 @@ def _load_carry(path, state: dict, model, batch: int):
 
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.dream import DreamEnv, load_initial_z
+    from wm.dream import DreamEnv
     from wm.media import save_gif
-    from wm.models.controller import Controller
+    from wm.world import load_world
 
     n = int(cfg.mdnrnn.preview_episodes)
-    vae_path = run.stage_dir("train-vae") / "vae.weights.h5"
     if n <= 0:
         return
-    if not vae_path.exists():
-        raise WMError(f"{vae_path} not found")
-    from wm.models.vae import load_vae
-
-    vae = load_vae(vae_path, cfg.vae.z_dim)
-    mu, logvar = load_initial_z(run.stage_dir("encode") / "initial_z.npz")
-    ctrl = Controller.from_config(cfg, model.action_dim)
+    world = load_world(cfg, run, need=("vae", "initial_z"))
+    vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
     steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
     env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps, done_sampling=cfg.dream.done_sampling,
                    done_weight=cfg.mdnrnn.done_weight)
@@ -170,5 +166,5 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     t_max = max(len(f) for f in rollouts)
     # finished rollouts hold their last frame so the panels stay in step
     padded = [np.concatenate([f, np.repeat(f[-1:], t_max - len(f), 0)]) for f in rollouts]
-    save_gif(run.stage_dir("train-mdnrnn") / "dream_preview.gif", np.concatenate(padded, axis=2))
+    save_gif(run.artifact("dream_preview"), np.concatenate(padded, axis=2))
     log.info("dream preview: %d rollouts, %d frames", n, t_max)

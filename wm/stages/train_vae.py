@@ -24,7 +24,6 @@ from wm.errors import WMError
 from wm.metrics import Logger, make_logger
 from wm.rundir import RunDir
 
-WEIGHTS = "vae.weights.h5"
 CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
 
@@ -159,10 +158,10 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         recon = model(preview).numpy()
         grid = image_grid([preview, recon])
         save_png(out / f"recon_epoch_{epoch + 1:03d}.png", grid)
-        save_png(out / "reconstructions.png", grid)
+        save_png(run.artifact("reconstructions"), grid)
         improved, stop = early.update(val_m[0])
-        if improved or not (out / WEIGHTS).exists():
-            save_weights(model, out / WEIGHTS)
+        if improved or not run.vae_weights.exists():
+            save_weights(model, run.vae_weights)
         log.scalars(state["step"], {"vae/epoch": epoch + 1, "vae/loss": train_m[0], "vae/recon": train_m[1],
                                     "vae/kl": train_m[2], "vae/val_loss": val_m[0], "vae/val_recon": val_m[1],
                                     "vae/val_kl": val_m[2], "vae/best_val_loss": early.best})
@@ -174,10 +173,10 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     info = {"z_dim": v.z_dim, "epochs": state["epoch"], "steps": state["step"], "best_val_loss": early.best,
             "val_loss": state.get("last_val"), "train_frames": train_frames, "val_frames": val_frames,
-            "train_episodes": len(train_paths), "val_episodes": len(val_paths), "weights": WEIGHTS,
+            "train_episodes": len(train_paths), "val_episodes": len(val_paths), "weights": run.vae_weights.name,
             "early_stopped": bool(state.get("stopped"))}
     run.mark_done("train-vae", info)
-    log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, out / WEIGHTS)
+    log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, run.vae_weights)
     return info
 
 

@@ -1,0 +1,31 @@
+"""How numbers and durations are written for people (status, report, pipeline, logs, the TUI): one home."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def number(v: Any) -> str:
+    """A value as a short readable string: ints (and integral floats) without a dot, other floats to 4 significant
+    digits, anything else (bools, strings, inf, nan) as `str`."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    if float(v).is_integer() and abs(v) < 1e9:
+        return str(int(v))
+    return f"{v:.4g}"
+
+
+def figures(figs: dict[str, Any], sep: str = "  ") -> str:
+    """Namespaced key figures without their namespace: `{"vae/loss": 41.2}` → `loss 41.2`."""
+    return sep.join(f"{k.split('/', 1)[-1]} {number(v)}" for k, v in figs.items())
+
+
+def duration(s: float | None) -> str:
+    """`1h05m` from an hour on, else `3m07s`; `—` for None."""
+    if s is None:
+        return "—"
+    s = int(round(max(0.0, s)))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
