@@ -57,13 +57,13 @@ def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer:
     model = ConvVAE(64)
     out: dict = {"mode": mode}
     if mode == "encode":
-        from wm.stages.encode import _encode_frames
+        from wm.stages.encode import encode_frames
 
         enc = make_encoder(model)
-        _encode_frames(enc, read_episode(paths[0])["obs"][:100], 1000)  # trace
+        encode_frames(enc, read_episode(paths[0])["obs"][:100], 1000)  # trace
         t0, n = time.perf_counter(), 0
         for p in paths:
-            n += len(_encode_frames(enc, read_episode(p)["obs"], 1000)[0])
+            n += len(encode_frames(enc, read_episode(p)["obs"], 1000)[0])
         out.update(frames_per_s=n / (time.perf_counter() - t0), frames=n)
         out["peak_rss_mb"] = _rss_mb()
         return out

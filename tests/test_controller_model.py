@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from wm.config import defaults, update
+from wm.envs import car_action
 from wm.errors import WMError
-from wm.models.controller import Controller, car_action
+from wm.models.controller import Controller
 
 
 def test_paper_parameter_counts():

@@ -111,21 +111,22 @@ def random_episode(env: Any, seed: int, max_steps: int, record: bool = False) ->
     return total, t, frames
 
 
-def dream_episode(env: Any, seed: int, max_steps: int, random: bool, decode: Any = None) -> tuple[float, int, dict[str, list]]:
+def dream_episode(env: Any, seed: int, max_steps: int, random: bool, record: bool = False) -> tuple[float, int, dict[str, list]]:
     """One episode of a `wm.dream.DreamEnv`: C acts (`step(None)`) or uniform random actions (post-processed for
-    CarRacing, §6); with `decode` (z (1, z) → (1, 64, 64, 3)), the decoded dream frame of every step."""
+    CarRacing, §6). With `record`, `frames["z"]` holds the dream's z at the start and after every step (V decodes
+    them into the dream's frames: `wm.recording`, M's preview GIF)."""
     rng = np.random.default_rng(seed)
     env.reset(seed=int(seed))
-    frames: dict[str, list] = {"dream": []}
+    frames: dict[str, list] = {"z": [env.z] if record else []}
     total, t = 0.0, 0
     while True:
-        if decode is not None:
-            frames["dream"].append(np.asarray(decode(env.z[None]))[0])
         a = None
         if random:
             a = env.controller.postprocess(rng.uniform(-1.0, 1.0, (1, env.controller.action_dim)).astype(np.float32))
         _, r, term, trunc, _ = env.step(a)
         total, t = total + float(r), t + 1
+        if record:
+            frames["z"].append(env.z)
         if term or trunc or t >= max_steps:
             return total, t, frames
 

@@ -13,7 +13,8 @@ from wm.rundir import RunDir
 PANELS = ("real", "input", "reconstruction", "dream")  # left to right
 
 
-def _decode_all(vae, z: np.ndarray, batch: int = 256) -> list[np.ndarray]:
+def decode(vae, z: np.ndarray, batch: int = 256) -> list[np.ndarray]:
+    """V's frames of the latents `z` (N, z_dim), decoded in batches."""
     return list(np.concatenate([np.asarray(vae.decode(z[i : i + batch])) for i in range(0, len(z), batch)]))
 
 
@@ -28,7 +29,7 @@ def _record_real(cfg: Config, run: RunDir, params: np.ndarray, seed: int) -> dic
     finally:
         ev.close()
     z = np.stack(ev.latents[0])
-    return {"real": ev.frames[0][: len(z)], "input": ev.inputs[0], "reconstruction": _decode_all(ev.vae, z)}
+    return {"real": ev.frames[0][: len(z)], "input": ev.inputs[0], "reconstruction": decode(ev.vae, z)}
 
 
 def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | None, seed: int) -> dict[str, np.ndarray]:
@@ -51,7 +52,8 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         env = DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
                        cfg.dream.max_steps, params=params, done_sampling=cfg.dream.done_sampling,
                        done_weight=cfg.mdnrnn.done_weight)
-        frames = dream_episode(env, seed, int(cfg.dream.max_steps), random=kind == "random-dream", decode=world.vae.decode)[2]
+        zs = dream_episode(env, seed, int(cfg.dream.max_steps), random=kind == "random-dream", record=True)[2]["z"]
+        frames = {"dream": decode(world.vae, np.stack(zs)[:-1])}  # the frame each step was taken from
     elif kind == "random":
         from wm.envs import make_env
 
@@ -63,7 +65,7 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         if run.vae_weights.exists():  # the baseline needs no model, but shows V's view when there is one
             vae = load_world(cfg, run, need=("vae",)).vae
             x = np.stack(frames["input"])
-            frames["reconstruction"] = _decode_all(vae, np.concatenate([np.asarray(vae.encode(x[i : i + 256])[0])
+            frames["reconstruction"] = decode(vae, np.concatenate([np.asarray(vae.encode(x[i : i + 256])[0])
                                                                         for i in range(0, len(x), 256)]))
     else:
         frames = _record_real(cfg, run, params, seed)

@@ -42,6 +42,7 @@ class Checkpoint:
         self.path = Path(path)
         self.model = model
         self.optimizer = optimizer
+        self.lr_change: tuple[float, float] | None = None  # (checkpoint's, configured) learning rate after a restore
         if not getattr(optimizer, "built", False):
             optimizer.build(model.trainable_variables)  # the moments must exist before a restore can fill them
 
@@ -94,11 +95,23 @@ class Checkpoint:
         for w, a in zip(weights, m, strict=False):
             w.assign(a)
         for v, a in zip(opt_vars, o, strict=False):
+            if _is_learning_rate(v):
+                # A constant learning rate is an optimizer variable, so restoring it would silently keep the old
+                # `<stage>.lr` while config.yaml says the new one (issue 14.6): the configured value wins, and the
+                # change is left in `lr_change` for the stage to say. (A schedule is no variable: it follows the config.)
+                configured, saved = float(np.asarray(v.numpy())), float(a)
+                if configured != saved:
+                    self.lr_change = (saved, configured)
+                continue
             v.assign(a)
         return state
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
+
+
+def _is_learning_rate(variable) -> bool:
+    return str(getattr(variable, "path", getattr(variable, "name", ""))).rsplit("/", 1)[-1].split(":")[0] == "learning_rate"
 
 
 def save_weights(model, path: str | Path) -> None:
@@ -145,18 +158,6 @@ def check_finite(loss: float, step: int, checkpoint: Checkpoint | str | Path | N
     where = checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint
     kept = f"last good checkpoint kept at {where}" if where is not None and Path(where).exists() else "no checkpoint yet"
     raise WMError(f"non-finite loss ({float(loss)}) at step {step}; {kept}")
-
-
-def rng_state(rng: np.random.Generator) -> dict[str, Any]:
-    """JSON-able state of a NumPy Generator (for the checkpoint state dict)."""
-    return rng.bit_generator.state
-
-
-def rng_from_state(state: dict[str, Any]) -> np.random.Generator:
-    """Rebuild a NumPy Generator from `rng_state`."""
-    bg = getattr(np.random, state["bit_generator"])()
-    bg.state = state
-    return np.random.Generator(bg)
 
 
 class Rate:

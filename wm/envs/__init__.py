@@ -26,11 +26,16 @@ def m_action(env_name: str, a: np.ndarray) -> np.ndarray:
     """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); doom `a` unchanged."""
     action_dim(env_name)
     a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    if env_name == "carracing":
-        from wm.envs.carracing import car_action
+    return car_action(a) if env_name == "carracing" else a
 
-        return car_action(a)
-    return a
+
+def car_action(a: np.ndarray) -> np.ndarray:
+    """Controller output → CarRacing action (§6): steer = a₀, gas = (a₁ + 1) / 2, brake = clip(a₂, 0, 1). Batched."""
+    a = np.asarray(a, np.float32)
+    out = a.copy()
+    out[..., 1] = (a[..., 1] + 1.0) / 2.0
+    out[..., 2] = np.clip(a[..., 2], 0.0, 1.0)
+    return out
 
 
 def make_env(cfg, seed: int | None = None, keep_raw: bool = False):

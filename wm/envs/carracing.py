@@ -13,20 +13,11 @@ import os
 import numpy as np
 
 from wm.config import Config
+from wm.envs import car_action
 from wm.envs.base import FrameEnv
 from wm.envs.preprocess import CAR_CROP
 
 ACTION_DIM = 3
-
-
-def car_action(a: np.ndarray) -> np.ndarray:
-    """Controller output → CarRacing action (§6): steer = a0, gas = (a1 + 1) / 2, brake = clip(a2, 0, 1). Batched."""
-    a = np.asarray(a, dtype=np.float32)
-    out = np.empty_like(a)
-    out[..., 0] = a[..., 0]
-    out[..., 1] = (a[..., 1] + 1.0) / 2.0
-    out[..., 2] = np.clip(a[..., 2], 0.0, 1.0)
-    return out
 
 
 class CarRacingEnv(FrameEnv):

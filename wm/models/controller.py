@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from wm.envs import car_action
+
 MODES = ("z", "zh", "zc", "zch", "z_hidden")
 _INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
 
@@ -116,15 +118,6 @@ class Controller:
         if not self.car_actions:
             return a
         return tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)
-
-
-def car_action(a: np.ndarray) -> np.ndarray:
-    """CarRacing post-processing of a tanh action (§6): steer a₀, gas (a₁+1)/2, brake clip(a₂, 0, 1)."""
-    a = np.asarray(a, np.float32)
-    out = a.copy()
-    out[..., 1] = (a[..., 1] + 1.0) / 2.0
-    out[..., 2] = np.clip(a[..., 2], 0.0, 1.0)
-    return out
 
 
 def _np_affine(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, pdim: int) -> np.ndarray:

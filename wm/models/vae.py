@@ -19,7 +19,6 @@ from pathlib import Path
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import keras  # noqa: E402
-import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from wm.errors import WMError  # noqa: E402
@@ -195,7 +194,3 @@ def load_vae(path: str | Path, z_dim: int) -> ConvVAE:
         raise WMError(f"VAE weights {path} do not fit ConvVAE(z_dim={z_dim}): {e}".splitlines()[0]) from None
     return model
 
-
-def count_params(model: keras.Model) -> int:
-    """Total parameters (every weight is trainable in V)."""
-    return int(sum(np.prod(w.shape) for w in model.weights))

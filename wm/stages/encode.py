@@ -18,8 +18,10 @@ from wm.config import Config
 from wm.data.episodes import (
     SERIES_KEYS,
     EpisodeError,
+    check_folder,
     episode_index,
     episode_name,
+    episode_spec,
     list_episodes,
     read_episode,
     write_episode,
@@ -27,11 +29,6 @@ from wm.data.episodes import (
 from wm.errors import WMError
 from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
-
-
-
-def add_args(p: argparse.ArgumentParser) -> None:
-    pass
 
 
 def _series_ok(path: Path, z_dim: int) -> bool:
@@ -45,7 +42,8 @@ def _series_ok(path: Path, z_dim: int) -> bool:
     return d["mu"].ndim == 2 and d["mu"].shape[1] == z_dim and d["logvar"].shape == d["mu"].shape
 
 
-def _encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+def encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """μ and logvar of every frame of `obs`, in batches of `batch_size` through the compiled encoder."""
     mus, lvs = [], []
     for i in range(0, len(obs), batch_size):
         mu, lv = encoder(obs[i : i + batch_size])
@@ -66,19 +64,23 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     done_info = run.done_info("train-vae")
     if done_info.get("z_dim") not in (None, z_dim):
         raise WMError(f"V in {vae_dir} was trained with z_dim={done_info['z_dim']} but vae.z_dim is {z_dim}")
-    episodes = list_episodes(run.episodes_dir)
-    if not episodes:
+    if not list_episodes(run.episodes_dir):
         raise WMError(f"no episode files in {run.stage_dir('collect')}")
-    out.mkdir(parents=True, exist_ok=True)
 
     with make_logger(run, "encode") as log:
+        # the one validation path, over every episode before anything is written: a misshapen or corrupt file is
+        # named and skipped (never half-encoded), and too many of them refuse the stage with series/ untouched
+        checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log,
+                               **episode_spec(cfg))
+        episodes = checked.paths
+        out.mkdir(parents=True, exist_ok=True)
         tf_setup.setup()
         model = load_vae(run.vae_weights, z_dim)  # WMError naming the file when the z size does not fit
         encoder = make_encoder(model)
         n_init = int(cfg.encode.initial_z)
         initial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         good: list[Path] = []
-        bad, skipped, written, frames = 0, 0, 0, 0
+        bad, late, skipped, written, frames = len(checked.bad), 0, 0, 0, 0
         t0, last = time.perf_counter(), 0.0
         for path in episodes:
             target = out / episode_name(episode_index(path))
@@ -89,15 +91,15 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 continue
             try:
                 ep = read_episode(path)
-            except EpisodeError as e:
+            except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
                 log.warning("skipping bad episode file: %s", e)
-                bad += 1
+                bad, late = bad + 1, late + 1
                 continue
             if _series_ok(target, z_dim):  # already encoded: only frame 0 is needed for initial_z
                 mu, lv = (a.numpy() for a in encoder(ep["obs"][:1]))
                 skipped += 1
             else:
-                mu, lv = _encode_frames(encoder, ep["obs"], bs)
+                mu, lv = encode_frames(encoder, ep["obs"], bs)
                 write_episode(target, mu=mu.astype(np.float16), logvar=lv.astype(np.float16),
                               action=ep["action"], reward=ep["reward"], done=ep["done"])
                 written += 1
@@ -110,8 +112,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 last = now
                 log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": frames / max(now - t0, 1e-9)},
                             console=15.0)
-        if not good:
-            raise WMError(f"no readable episode files in {run.stage_dir('collect')}")
+        checked.refuse_if_too_many_bad(cfg.data.max_bad_share, late)
         k = sorted(initial)[:n_init]
         atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
         fps = frames / max(time.perf_counter() - t0, 1e-9)

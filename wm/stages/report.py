@@ -17,18 +17,10 @@ from typing import Any
 
 from wm.errors import WMError
 from wm.format import duration, figures, number
+from wm.paper import SCORES, paper_row
 from wm.registry import STAGES, plots
 from wm.rundir import RunDir, atomic_write_text, read_jsonl
 
-# §9: the paper's scores, by env and evaluation kind.
-PAPER: dict[str, dict[str, str]] = {
-    "doom_takecover": {
-        "real": "1092 ± 556 (C trained at τ 1.15); released C: 973 ± 540 (`doomrnn/results.txt`)",
-        "dream": "918 ± 546 (τ 1.15)",
-        "random": "210 ± 108",
-    },
-    "carracing": {"real": "906 ± 21 (full World Model, z and h)"},
-}
 CONFIG_KEYS = ("env.name", "env.preprocess", "env.max_steps", "collect.episodes", "vae.z_dim", "vae.epochs",
                "mdnrnn.hidden", "mdnrnn.num_mixtures", "mdnrnn.epochs", "controller.mode", "dream.temperature",
                "es.fitness", "es.popsize", "es.trials", "es.generations", "evaluate.episodes", "run.seed")
@@ -95,12 +87,10 @@ def paper_figure(env: str, s: dict[str, Any]) -> str:
     mode = s.get("mode", "")
     kind = "random" if mode == "real-random" else "dream" if mode == "dream" else "real" if mode == "real" else ""
     if kind == "dream" and env == "doom_takecover" and s.get("temperature") is not None:
-        from wm.sweep import paper_row
-
         row = paper_row(float(s["temperature"]))  # the paper's dream score at the same τ, when it has that row
         if row is not None:
             return f"{row[0][0]:.0f} ± {row[0][1]:.0f} (τ {s['temperature']:g})"
-    return PAPER.get(env, {}).get(kind, "—")
+    return SCORES.get(env, {}).get(kind, "—")
 
 
 def _rel(run: RunDir, p: Path) -> str:

@@ -24,10 +24,6 @@ from wm.rundir import RunDir, atomic_savez
 PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    pass
-
-
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
@@ -64,6 +60,11 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         elif m_cfg.init_from:
             warm_start(model, run.resolve(m_cfg.init_from))
             log.info("warm start from %s", m_cfg.init_from)
+        schedule = [float(m_cfg.lr), float(m_cfg.lr_min), float(m_cfg.lr_decay)]
+        if state["step"] and state.get("lr_schedule", schedule) != schedule:  # the schedule follows config.yaml: say so
+            log.warning("mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
+                        "the new schedule (config.yaml) from step %d", state["lr_schedule"], schedule, state["step"])
+        state["lr_schedule"] = schedule
         train_step = make_train_step(model, opt, m_cfg.done_weight)
         rate = Rate()
 
@@ -139,7 +140,9 @@ def _load_carry(path, state: dict, model, batch: int):
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
     from wm.dream import DreamEnv
+    from wm.engine import dream_episode
     from wm.media import save_gif
+    from wm.recording import decode
     from wm.world import load_world
 
     n = int(cfg.mdnrnn.preview_episodes)
@@ -153,16 +156,8 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
     for _ in range(n):
-        env.reset(seed=int(rng.integers(2**31)))
-        zs = [env.z]
-        for _ in range(steps):
-            a = ctrl.postprocess(rng.uniform(-1.0, 1.0, (1, ctrl.action_dim)).astype(np.float32))
-            _, _, term, trunc, _ = env.step(a)
-            zs.append(env.z)
-            if term or trunc:
-                break
-        frames = np.asarray(vae.decode(np.stack(zs).astype(np.float32)))
-        rollouts.append(frames)
+        zs = dream_episode(env, int(rng.integers(2**31)), steps, random=True, record=True)[2]["z"]
+        rollouts.append(np.stack(decode(vae, np.stack(zs).astype(np.float32))))
     t_max = max(len(f) for f in rollouts)
     # finished rollouts hold their last frame so the panels stay in step
     padded = [np.concatenate([f, np.repeat(f[-1:], t_max - len(f), 0)]) for f in rollouts]

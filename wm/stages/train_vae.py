@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from wm.config import Config
-from wm.data.episodes import read_episode, scan
+from wm.data.episodes import Checked, EpisodeError, check_folder, episode_spec, read_episode
 from wm.data.frames import batches_per_epoch, frame_dataset, split_episodes, val_subset
 from wm.errors import WMError
 from wm.metrics import Logger, make_logger
@@ -28,42 +28,35 @@ CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    pass
-
-
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Train V per cfg.vae, resuming from `vae/checkpoint.npz` unless `--force`."""
     with make_logger(run, "train-vae") as log:
         train(cfg, run, log, force=bool(getattr(args, "force", False)))
 
 
-def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[int]]:
+def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[int], Checked]:
     folder = run.stage_dir("collect")
     if not run.is_done("collect"):
         raise WMError(f"no finished collect stage in {folder} (run `collect` first)")
-    paths, lengths = [], []
-    for path, arrays, reason in scan(folder):
-        if reason is not None:
-            log.warning("skipping bad episode file: %s", reason)
-            continue
-        paths.append(path)
-        lengths.append(len(arrays["done"]))
-    if not paths:
-        raise WMError(f"no readable episode files in {folder}")
+    # the one validation path: misshapen and corrupt files are named and skipped here, before TensorFlow sees them
+    checked = check_folder(folder, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
+    paths, lengths = list(checked.paths), list(checked.lengths)
     n = int(cfg.vae.episodes)
     if n > 0:  # V on the first n episodes only: its step budget, not the dataset size, is what costs
         if len(paths) < n:
             log.warning("vae.episodes=%d but only %d readable episodes: using them all", n, len(paths))
         paths, lengths = paths[:n], lengths[:n]
-    return paths, lengths
+    return paths, lengths, checked
 
 
 def _preview_frames(paths: list[Path], n: int = 8) -> np.ndarray:
     """n frames spread over the first episodes of `paths`, for the reconstruction grid."""
     frames = []
     for _k, p in enumerate(paths[:n]):
-        obs = read_episode(p, keys=("obs",))["obs"]
+        try:
+            obs = read_episode(p, keys=("obs",))["obs"]
+        except EpisodeError:  # damage inside the frames: the stream names and counts it
+            continue
         per = max(1, n // min(n, len(paths)))
         idx = np.linspace(0, len(obs) - 1, per + 2)[1:-1].astype(int)
         frames.extend(obs[i] for i in idx)
@@ -84,8 +77,10 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     v = cfg.vae
     out = run.stage_dir("train-vae")
+    paths, lengths, checked = _episodes(cfg, run, log)  # refuses before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    paths, lengths = _episodes(cfg, run, log)
+    late: dict[str, str] = {}  # files whose frames failed to decompress inside the stream: path -> reason
+    said: set[str] = set()  # … of which these were named in the log
     train_paths, val_paths = split_episodes(paths, v.val_fraction, cfg.run.seed)
     length = dict(zip(paths, lengths, strict=False))
     train_frames = sum(length[p] for p in train_paths)
@@ -112,10 +107,14 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         log.warning("the training episodes changed since the checkpoint; restarting epoch %d from its start", state["epoch"])
         state.update(batch=0, sums=[0.0, 0.0, 0.0, 0])
     state["data"] = data_id
+    if ckpt.lr_change is not None:  # the checkpoint's Adam holds its own learning rate; config.yaml's is applied
+        log.warning("vae.lr changed since the checkpoint: %g -> %g; the resumed optimiser uses %g (config.yaml), "
+                    "use --force to retrain from scratch", *ckpt.lr_change, ckpt.lr_change[1])
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
     log.info("V: z=%d, %d params; %d train episodes (%d frames, %d steps/epoch), %d val episodes (%d frames); %s",
              v.z_dim, model.count_params(), len(train_paths), train_frames, steps_per_epoch, len(val_paths), val_frames,
              f"resuming at epoch {state['epoch']} batch {state['batch']}" if state["step"] else "starting")
+    log.scalars(state["step"], {"vae/bad_files": len(checked.bad)}, console=False)
 
     seed = int(cfg.run.seed)
     train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy)
@@ -126,7 +125,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     while state["epoch"] < v.epochs and not state.get("stopped"):
         epoch = state["epoch"]
         ds = frame_dataset(train_paths, v.batch_size, seed=seed, epoch=epoch, shuffle_buffer=v.shuffle_buffer,
-                           skip_batches=state["batch"], cycle=v.parallel_files)
+                           skip_batches=state["batch"], cycle=v.parallel_files, failures=late)
         if distribute:
             ds = strategy.experimental_distribute_dataset(ds)
         rate, window, last_log = Rate(), [], time.time()
@@ -153,7 +152,8 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         sums = state["sums"]
         n = max(sums[3], 1)
         train_m = [sums[0] / n, sums[1] / n, sums[2] / n]
-        val_m = _validate(eval_step, val_paths, v.batch_size, tf) if val_paths else train_m
+        val_m = _validate(eval_step, val_paths, v.batch_size, tf, late) if val_paths else train_m
+        _report_late(late, said, checked, cfg.data.max_bad_share, log)
         check_finite(val_m[0], state["step"], ckpt)
         recon = model(preview).numpy()
         grid = image_grid([preview, recon])
@@ -164,7 +164,8 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             save_weights(model, run.vae_weights)
         log.scalars(state["step"], {"vae/epoch": epoch + 1, "vae/loss": train_m[0], "vae/recon": train_m[1],
                                     "vae/kl": train_m[2], "vae/val_loss": val_m[0], "vae/val_recon": val_m[1],
-                                    "vae/val_kl": val_m[2], "vae/best_val_loss": early.best})
+                                    "vae/val_kl": val_m[2], "vae/best_val_loss": early.best,
+                                    "vae/bad_files": len(checked.bad) + len(late)})
         state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(),
                      last_val=val_m[0], stopped=bool(stop))
         ckpt.save(state)
@@ -174,16 +175,25 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     info = {"z_dim": v.z_dim, "epochs": state["epoch"], "steps": state["step"], "best_val_loss": early.best,
             "val_loss": state.get("last_val"), "train_frames": train_frames, "val_frames": val_frames,
             "train_episodes": len(train_paths), "val_episodes": len(val_paths), "weights": run.vae_weights.name,
-            "early_stopped": bool(state.get("stopped"))}
+            "early_stopped": bool(state.get("stopped")), "bad_files": len(checked.bad) + len(late)}
     run.mark_done("train-vae", info)
     log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, run.vae_weights)
     return info
 
 
-def _validate(eval_step, paths: list[Path], batch_size: int, tf) -> list[float]:
+def _report_late(late: dict[str, str], said: set[str], checked: Checked, max_bad_share: float, log: Logger) -> None:
+    """Name each file the stream could not decompress (once), and refuse when the bad files now pass the share."""
+    for path, reason in sorted(late.items()):
+        if path not in said:
+            said.add(path)
+            log.warning("skipping bad episode file: %s", reason)
+    checked.refuse_if_too_many_bad(max_bad_share, len(late))
+
+
+def _validate(eval_step, paths: list[Path], batch_size: int, tf, failures: dict[str, str] | None = None) -> list[float]:
     """Frame-weighted mean (loss, recon, kl) over the validation episodes, fixed noise per batch."""
     totals, n = np.zeros(3), 0
-    for i, x in enumerate(frame_dataset(paths, batch_size, drop_remainder=False)):
+    for i, x in enumerate(frame_dataset(paths, batch_size, drop_remainder=False, failures=failures)):
         b = int(x.shape[0])
         totals += b * np.array([float(t) for t in eval_step(x, tf.constant(i, tf.int64))])
         n += b
