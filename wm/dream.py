@@ -14,7 +14,7 @@ seed gives the same episode (up to float round-off of matmuls of different batch
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +24,10 @@ from wm.models import mixture
 from wm.models.controller import Controller
 from wm.models.mdnrnn import MDNRNN
 from wm.rollout import nonfinite_flags, nonfinite_names
+
+if TYPE_CHECKING:  # annotations only
+    from wm.config import Config
+    from wm.rundir import RunDir
 
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
@@ -253,7 +257,7 @@ class DreamEnv:
         return self._obs(), 1.0, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
 
-def load_dream(cfg: Any, run: Any, **kw: Any) -> DreamEvaluator:
+def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator:
     """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`."""
     from wm.world import load_world
 
@@ -264,7 +268,7 @@ def load_dream(cfg: Any, run: Any, **kw: Any) -> DreamEvaluator:
                           cfg.dream.max_steps, **kw)
 
 
-def dream_env(cfg: Any, run: Any, params: np.ndarray | None = None) -> DreamEnv:
+def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:
     """A single DreamEnv of the run at `dream.temperature` (M and initial z's through `wm.world.load_world`)."""
     from wm.world import load_world
 

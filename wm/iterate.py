@@ -25,6 +25,7 @@ from pathlib import Path
 
 from wm import config as C
 from wm.config import Config
+from wm.data.episodes import list_episodes
 from wm.errors import WMError
 from wm.registry import stages_with_role
 from wm.rundir import RunDir
@@ -56,11 +57,11 @@ def round_config(cfg: Config, k: int) -> Config:
     return C.update(cfg, over, source="iterate")
 
 
-def _link_all(src: Path, dst: Path, pattern: str) -> int:
-    """Hard-link src/pattern files missing from dst (copy when links are not possible); returns how many."""
+def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
+    """Hard-link `files` of src missing from dst (copy when links are not possible); returns how many."""
     dst.mkdir(parents=True, exist_ok=True)
     n = 0
-    for f in sorted(src.glob(pattern)):
+    for f in files:
         target = dst / f.name
         if target.exists():
             continue
@@ -83,9 +84,9 @@ def prepare_round(base: RunDir, cfg: Config, k: int) -> RunDir:
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
     child.bind_config(round_config(cfg, k))
-    _link_all(prev.episodes_dir, child.episodes_dir, "ep_*.npz")
-    _link_all(prev.series_dir, child.series_dir, "ep_*.npz")
-    _link_all(prev.vae_weights.parent, child.vae_weights.parent, prev.vae_weights.name)
+    _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
+    _link_all(prev.series_dir, child.series_dir, list_episodes(prev.series_dir))
+    _link_all(prev.vae_weights.parent, child.vae_weights.parent, [prev.vae_weights])
     if not child.is_done("train-vae"):
         child.mark_done("train-vae", {**prev.done_info("train-vae"), "linked_from": str(prev.path)})
     return child

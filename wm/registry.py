@@ -74,16 +74,12 @@ class Tool:
 # ---------------------------------------------------------------- figures and progress read from the run dir
 
 
-def _count(folder: Any) -> int:
-    return sum(1 for p in folder.glob("ep_*.npz")) if folder.exists() else 0
-
-
 def _episodes_figures(run: RunDir) -> dict[str, Any]:
-    return {"collect/episodes": _count(run.episodes_dir)} if run.episodes_dir.exists() else {}
+    return {"collect/episodes": run.count_episodes(run.episodes_dir)} if run.episodes_dir.exists() else {}
 
 
 def _series_figures(run: RunDir) -> dict[str, Any]:
-    return {"encode/episodes": _count(run.series_dir)} if run.series_dir.exists() else {}
+    return {"encode/episodes": run.count_episodes(run.series_dir)} if run.series_dir.exists() else {}
 
 
 def _eval_figures(run: RunDir) -> dict[str, Any]:
@@ -100,11 +96,11 @@ def _eval_figures(run: RunDir) -> dict[str, Any]:
 
 
 def _collect_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:
-    return _count(run.episodes_dir) / max(1, cfg.collect.episodes)
+    return run.count_episodes(run.episodes_dir) / max(1, cfg.collect.episodes)
 
 
 def _encode_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:
-    return _count(run.series_dir) / max(1, _count(run.episodes_dir))
+    return run.count_episodes(run.series_dir) / max(1, run.count_episodes(run.episodes_dir))
 
 
 def _vae_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wm.errors import WMError
+
+if TYPE_CHECKING:  # annotations only
+    from wm.config import Config
+    from wm.rundir import RunDir
 
 
 def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, override=None, use_override=None):
@@ -64,7 +68,7 @@ def nonfinite_names(bits: int) -> str:
 class RealEvaluator:
     """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
 
-    def __init__(self, cfg: Any, vae: Any, mdnrnn: Any, controller: Any, n_envs: int = 4, keep_raw: bool = False,
+    def __init__(self, cfg: Config, vae: Any, mdnrnn: Any, controller: Any, n_envs: int = 4, keep_raw: bool = False,
                  should_stop: Callable[[], bool] | None = None):
         import tensorflow as tf
 
@@ -90,7 +94,7 @@ class RealEvaluator:
         self.latents: list[list[np.ndarray]] = []
 
     @classmethod
-    def from_run(cls, cfg: Any, run: Any, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
+    def from_run(cls, cfg: Config, run: RunDir, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
         """Load V and M of a run (`wm.world.load_world`) and build the evaluator."""
         from wm.world import load_world
 

@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import socket
 import tempfile
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ import numpy as np
 import yaml
 
 from wm.config import Config, flatten
-from wm.errors import WMError
+from wm.errors import WMError, WriteError, describe_os_error
 from wm.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
 
 # The registry owns the stages; these names are re-exported for the run dir's readers.
@@ -45,7 +46,8 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "tau_sweep": ("evaluate", "temperature_sweep.json"),
     "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
 }
-PARAMS = {"best": "params_best", "mean": "params_mean"}  # controller parameter files by name (evaluate.params)
+PARAMS = {"best": "params_best", "mean": "params_mean"}
+EPISODE_FILE = re.compile(r"^ep_(\d{6,})\.npz$")  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
 
 
 # ---------------------------------------------------------------- atomic writes
@@ -57,21 +59,30 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
     On an exception the temporary file is removed and `path` is untouched. The temporary name keeps the
     suffix of `path` (libraries such as Keras and NumPy insist on it) and starts with `.tmp-`, which every
-    reader of the run dir ignores.
+    reader of the run dir ignores (and the CLI removes from a stage's folder when the stage starts).
+
+    An OSError on the way (a full disk, a read-only or forbidden folder, inside the body too) becomes a
+    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...` (issue 14).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
         yield tmp_path
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, path)
+    except WriteError:
+        raise
+    except OSError as e:
+        raise WriteError(describe_os_error(e, path)) from e
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):
+                tmp_path.unlink(missing_ok=True)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -221,6 +232,10 @@ class RunDir:
         path = self.artifact("eval_summary")
         return path if tag is None else self.eval_dir(tag) / path.name
 
+    def count_episodes(self, folder: Path) -> int:
+        """How many episode files (`ep_NNNNNN.npz`) `folder` holds; temporaries and other files are not counted."""
+        return sum(1 for p in folder.iterdir() if EPISODE_FILE.match(p.name)) if folder.is_dir() else 0
+
     def eval_summaries(self) -> list[Path]:
         """Every `eval/<tag>/summary.json` of the run, sorted by tag."""
         return sorted(self.stage_dir("evaluate").glob(f"*/{self.artifact('eval_summary').name}"))
@@ -273,16 +288,76 @@ class RunDir:
 
     @contextlib.contextmanager
     def lock(self, key: str) -> Iterator[None]:
-        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'."""
+        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'.
+
+        Taken before anything else is written (the CLI binds the config inside it): a command refused because the
+        stage is running has created nothing, not even the stage's folder. The LOCK is created with a hard link,
+        which fails when another process holds it, so two commands started together cannot both get it. When the
+        guarded block raises, the folders this call created are removed again if they are empty, so a command
+        refused inside it (a config conflict) leaves no trace either.
+        """
+        verb = stage(key).verb
         owner = self.lock_owner(key)
         if owner is not None and owner != os.getpid():
-            raise WMError(f"stage {stage(key).verb} is already running in this run dir (pid {owner})")
-        lock = self.stage_dir(key) / "LOCK"
-        atomic_write_json(lock, {"pid": os.getpid(), "host": socket.gethostname()})
+            raise WMError(f"stage {verb} is already running in this run dir (pid {owner})")
+        folder = self.stage_dir(key)
+        created, p = [], folder
+        while not p.exists():
+            created.append(p)
+            p = p.parent
+        lock = folder / "LOCK"
+        ok = False
         try:
+            try:
+                self._take_lock(folder, lock, verb)
+            except OSError as e:
+                raise WriteError(describe_os_error(e, lock)) from e
             yield
+            ok = True
         finally:
-            lock.unlink(missing_ok=True)
+            if self.lock_owner(key) == os.getpid():
+                lock.unlink(missing_ok=True)
+            if not ok:
+                for d in created:  # deepest first; only empty ones go
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+
+    def _take_lock(self, folder: Path, lock: Path, verb: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=folder)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "host": socket.gethostname()}, f)
+            try:
+                os.link(tmp, lock)
+            except FileExistsError:  # a stale LOCK (dead owner), or a racing command that got it first
+                owner = self.lock_owner(verb)
+                if owner is not None and owner != os.getpid():
+                    raise WMError(f"stage {verb} is already running in this run dir (pid {owner})") from None
+                os.replace(tmp, lock)
+            except OSError:  # a file system without hard links
+                os.replace(tmp, lock)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def remove_temporaries(self, key: str, recursive: bool = True) -> list[Path]:
+        """Delete the `.tmp-*` files (torn atomic writes of a killed run) under the stage's folder, and return them.
+
+        Call it only while holding the stage's LOCK, when they can only be leftovers. `recursive=False` keeps to the
+        folder itself (a stage whose side runs write into subfolders without the LOCK, e.g. `evaluate --dream`).
+        """
+        folder = self.stage_dir(key)
+        if not folder.is_dir():
+            return []
+        found = folder.rglob(".tmp-*") if recursive else folder.glob(".tmp-*")
+        removed = []
+        for p in found:
+            if p.is_file() or p.is_symlink():
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+                    removed.append(p)
+        return removed
 
     # -- config
     def load_config(self) -> Config | None:
@@ -290,15 +365,27 @@ class RunDir:
             return None
         return Config(yaml.safe_load(self.config_path.read_text()) or {})
 
-    def bind_config(self, cfg: Config, key: str | None = None) -> Config:
+    def config_changes(self, cfg: Config) -> list[str]:
+        """`key: old -> new` for every stored setting that `cfg` changes (keys new to base.yaml are no change)."""
+        stored = self.load_config()
+        if stored is None:
+            return []
+        old, new = flatten(stored.to_dict()), flatten(cfg.to_dict())
+        return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in sorted(old) if k in new and old[k] != new[k]]
+
+    def bind_config(self, cfg: Config, key: str | None = None, write: bool = True) -> Config:
         """Create the run with `cfg`, or check `cfg` against the stored config for stage `key`.
 
         A stage may change its own sections (and those of stages that have not started); a change to a
         global section or to a started upstream stage's section is refused with the differing keys.
-        Returns the config to use (stored + allowed changes), which is written back.
+        Returns the config to use (stored + allowed changes), which is written back unless `write` is False
+        (the CLI checks a finished stage's command without applying its changes). Run it under the stage's
+        LOCK (wm.cli does): a command refused for a running stage must not have rewritten its config.
         """
         stored = self.load_config()
         if stored is None:
+            if not write:
+                return cfg
             self.path.mkdir(parents=True, exist_ok=True)
             atomic_write_text(self.config_path, cfg.to_yaml())
             return cfg
@@ -325,7 +412,8 @@ class RunDir:
                 f"config differs from {self.config_path} in settings of stages that already ran: {lines}{more}; "
                 "use a new --run directory (or the same --configs/--set as before)"
             )
-        atomic_write_text(self.config_path, cfg.to_yaml())
+        if write:
+            atomic_write_text(self.config_path, cfg.to_yaml())
         return cfg
 
 

@@ -17,7 +17,6 @@ on which files are bad, and a misshapen file is named before TensorFlow ever see
 
 from __future__ import annotations
 
-import re
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator
@@ -27,11 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from wm.errors import WMError
-from wm.rundir import atomic_savez
+from wm.rundir import EPISODE_FILE, atomic_savez
 
 EPISODE_KEYS = ("obs", "action", "reward", "done", "seed")
 SERIES_KEYS = ("mu", "logvar", "action", "reward", "done")
-_NAME = re.compile(r"^ep_(\d{6,})\.npz$")
+_NAME = EPISODE_FILE
 
 
 class EpisodeError(WMError):

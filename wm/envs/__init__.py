@@ -6,9 +6,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from wm.errors import WMError
+
+if TYPE_CHECKING:  # annotations only: this module stays NumPy-only at import
+    from wm.config import Config
+    from wm.envs.base import FrameEnv
 
 ENV_NAMES = ("doom_takecover", "carracing")
 
@@ -38,7 +44,7 @@ def car_action(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def make_env(cfg, seed: int | None = None, keep_raw: bool = False):
+def make_env(cfg: Config, seed: int | None = None, keep_raw: bool = False) -> FrameEnv:
     """Build the env of `cfg.env.name` (headless); if `seed` is given, the first reset uses it.
 
     Args:

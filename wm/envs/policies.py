@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from wm.config import Config
 from wm.errors import WMError
 
 POLICIES = ("random_agent", "brownian", "hold", "agent")
@@ -91,7 +92,7 @@ class Hold:
         return self.a.astype(np.float32)
 
 
-def make_policy(cfg, rng: np.random.Generator, action_dim: int):
+def make_policy(cfg: Config, rng: np.random.Generator, action_dim: int) -> RandomAgent | Brownian | Hold:
     """The data policy `cfg.collect.policy` with its config parameters; `reset()` per episode, `act(obs)`.
 
     `agent` (the trained V + M + C of `collect.agent_run`) needs trained models: `wm.agent`, built by the collect

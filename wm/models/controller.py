@@ -14,11 +14,14 @@ every row or one vector per row (B, n) for inputs (B, ...). `car_action` is the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wm.envs import car_action
+
+if TYPE_CHECKING:  # annotations only
+    from wm.config import Config
 
 MODES = ("z", "zh", "zc", "zch", "z_hidden")
 _INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
@@ -50,7 +53,7 @@ class Controller:
         self.n_params = int(sum(np.prod(s) for _, s in self.layout))
 
     @classmethod
-    def from_config(cls, cfg: Any, action_dim: int) -> Controller:
+    def from_config(cls, cfg: Config, action_dim: int) -> Controller:
         """The controller of a resolved config (`cfg.controller`, `cfg.vae.z_dim`, `cfg.mdnrnn.hidden`)."""
         c = cfg.controller
         return cls(c.mode, cfg.vae.z_dim, cfg.mdnrnn.hidden, action_dim, c.bias, c.hidden_units,
