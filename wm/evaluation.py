@@ -23,10 +23,11 @@ from wm.rundir import RunDir, atomic_write_json, atomic_write_text
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
 
 
-def seed_list(cfg: Config, episodes: int | None = None) -> list[int]:
-    """The fixed evaluation seeds: `evaluate.seed + i` for i < episodes."""
+def seed_list(cfg: Config, episodes: int | None = None, first: int | None = None) -> list[int]:
+    """The fixed evaluation seeds: `evaluate.seed + i` for i < episodes (`first` instead of evaluate.seed)."""
     n = cfg.evaluate.episodes if episodes is None else episodes
-    return [int(cfg.evaluate.seed) + i for i in range(int(n))]
+    first = int(cfg.evaluate.seed if first is None else first)
+    return [first + i for i in range(int(n))]
 
 
 def summarize(returns: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from wm import config as C
@@ -35,15 +36,16 @@ def round_dir(base: RunDir, k: int) -> RunDir:
     return RunDir(base.path / f"round{k}")
 
 
-def round_config(cfg: Config, k: int) -> Config:
-    """The config of round k ≥ 1 from the base run's config."""
+def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
+    """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
+    `iterate.explore`; round control raises it after an exploiting C)."""
     it = cfg.iterate
     prev = ".." if k == 1 else f"../round{k - 1}"
     over = {
         "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
         "collect.policy": "agent",
         "collect.agent_run": prev,
-        "collect.explore": float(it.explore),
+        "collect.explore": float(it.explore if explore is None else explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
         "es.init_from": RunDir(prev).params("best").as_posix() if it.warm_start_c else "",
@@ -76,14 +78,14 @@ def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
     return n
 
 
-def prepare_round(base: RunDir, cfg: Config, k: int) -> RunDir:
+def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None) -> RunDir:
     """Create or check round k of `base` (see the module docstring); returns its RunDir."""
     prev = base if k == 1 else round_dir(base, k - 1)
     for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
-    child.bind_config(round_config(cfg, k))
+    child.bind_config(round_config(cfg, k, explore))
     _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
     _link_all(prev.series_dir, child.series_dir, list_episodes(prev.series_dir))
     _link_all(prev.vae_weights.parent, child.vae_weights.parent, [prev.vae_weights])
@@ -91,3 +93,58 @@ def prepare_round(base: RunDir, cfg: Config, k: int) -> RunDir:
         child.mark_done("train-vae", {**prev.done_info("train-vae"), "linked_from": str(prev.path)})
     return child
 
+
+
+# ---------------------------------------------------------------- round control (issue 22)
+
+
+@dataclass(frozen=True)
+class PassCheck:
+    """One pass's short check: C's mean real score on the check seeds and its mean score in its own dream."""
+
+    name: str  # "first pass", "round1", …
+    path: str
+    real: float
+    dream: float
+
+    def exploits(self, ratio: float) -> bool:
+        """The dream rates C far above the game: C found a state M gets wrong (the wall, README)."""
+        return self.dream > ratio * max(self.real, 1e-9)
+
+
+def check_seeds(cfg: Config) -> list[int]:
+    """The check episodes' seeds: training-side, never the evaluation seeds (refused when they overlap)."""
+    it, ev = cfg.iterate, cfg.evaluate
+    first, n = int(it.check_seed), int(it.check_episodes)
+    lo, hi = int(ev.seed), int(ev.seed) + int(ev.episodes)
+    if first < hi and lo < first + n:
+        raise WMError(f"iterate.check_seed {first}…{first + n - 1} overlaps the evaluation seeds {lo}…{hi - 1}; "
+                      "pick a check_seed outside them")
+    return [first + i for i in range(n)]
+
+
+def best_pass(history: list[PassCheck]) -> int:
+    """Index of the pass whose C is the run's result: the best real check score (the earliest of equals)."""
+    if not history:
+        raise ValueError("no pass checked yet")
+    return max(range(len(history)), key=lambda i: (history[i].real, -i))
+
+
+def stop_reason(history: list[PassCheck], cfg: Config, minutes: float) -> str | None:
+    """Why no further round starts after the passes in `history` (None: run round len(history))."""
+    it = cfg.iterate
+    done = len(history) - 1  # rounds after the first pass
+    if done >= int(it.rounds):
+        return f"iterate.rounds = {it.rounds} reached"
+    if float(it.max_minutes) > 0 and minutes >= float(it.max_minutes):
+        return f"time budget iterate.max_minutes = {it.max_minutes} spent ({minutes:.0f} min)"
+    since = len(history) - 1 - best_pass(history)
+    if since >= int(it.patience):
+        return f"no better real check score in the last {since} round(s) (iterate.patience = {it.patience})"
+    return None
+
+
+def next_explore(history: list[PassCheck], cfg: Config) -> float:
+    """Exploration share of the next round: raised to `explore_exploit` when the last C exploited its dream."""
+    it = cfg.iterate
+    return float(it.explore_exploit if history[-1].exploits(float(it.exploit_ratio)) else it.explore)

@@ -186,6 +186,25 @@ class RunDir:
     def tb_dir(self) -> Path:
         return self.path / "tb"
 
+    # -- run-level files (not a stage's): the report, its plots, the pipeline's timings, iterative training's rounds
+    @property
+    def report_path(self) -> Path:
+        return self.path / "report.md"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def timings_path(self) -> Path:
+        """`pipeline_timings.jsonl`: one line per pipeline invocation, seconds per stage."""
+        return self.path / "pipeline_timings.jsonl"
+
+    @property
+    def rounds_path(self) -> Path:
+        """`rounds.json`: iterative training's record: each pass's real check and dream scores, which C is the result."""
+        return self.path / "rounds.json"
+
     # -- artifacts (ARTIFACTS): the only place their file names are spelled
     def artifact(self, key: str) -> Path:
         """The path of artifact `key` of this run (KeyError for an unknown key)."""

@@ -31,13 +31,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep-runs", nargs="+", default=[], metavar="RUN",
                    help="with --sweep: run dirs of controllers trained at other τ (their dream.temperature picks the row)")
     p.add_argument("--episodes", type=int, default=None, help="episodes (default: evaluate.episodes)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="first seed of a side run's episodes (default: evaluate.seed); round control's checks use it")
     p.add_argument("--temperature", type=float, default=None, help="dream τ (default: dream.temperature)")
+    p.add_argument("--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)")
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
 
 
 def side_run(args: argparse.Namespace) -> bool:
     """Everything but the default real evaluation is a side run: it neither checks nor writes eval/DONE."""
-    return bool(args.dream or args.random or args.sweep or (args.tag not in (None, "real")))
+    return bool(args.dream or args.random or args.sweep or (args.tag not in (None, "real"))
+                or getattr(args, "seed", None) is not None)
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
@@ -63,7 +67,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
     if episodes < 1:
         raise WMError(f"--episodes must be >= 1, got {episodes}")
-    seeds = seed_list(cfg, episodes)
+    seeds = seed_list(cfg, episodes, getattr(args, "seed", None))
     temperature = getattr(args, "temperature", None)
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
     # the episodes play at τ; the summary keeps the run's own config hash
@@ -97,7 +101,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                                  f"{prefix}/episodes": summary["episodes"], f"{prefix}/len_mean": summary["len_mean"]},
                     console=False)
         log.info("%s: %s", tag, format_summary(summary))
-        for i in range(min(cfg.evaluate.gif_episodes, len(seeds))):
+        gifs = getattr(args, "gifs", None)
+        for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(seeds))):
             path = run.eval_dir(tag) / f"episode_{i:03d}.gif"
             frames = record_episode(cfg_t, run, kind, params, seeds[i])
             save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride)

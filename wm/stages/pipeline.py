@@ -17,15 +17,17 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
+from pathlib import Path
 
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.errors import WMError
 from wm.format import duration
-from wm.iterate import prepare_round, round_dir
+from wm.iterate import PassCheck, best_pass, check_seeds, next_explore, prepare_round, round_dir, stop_reason
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
-from wm.rundir import RunDir, round_dirs
+from wm.rundir import RunDir, atomic_write_json, round_dirs
 from wm.stages.report import evaluations
 
 
@@ -85,22 +87,33 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
 
 def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     """Random policy vs trained C (first pass and every round), in the real game and in the run's own dream."""
+    first = "C, first pass" if rounds else "trained C"
     rows = [("random policy", run, "real", "random"), ("random policy", run, "dream", "random-dream"),
-            ("trained C", run, "real", "real"), ("trained C", run, "dream", "dream")]
+            (first, run, "real", "real"), (first, run, "dream", "dream")]
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
     found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
-    print("\n  policy          env     steps survived (mean ± std)  episodes")
+    result = _result_path(run, rounds)
+    print("\n  policy            env     steps survived (mean ± std)  episodes")
     for label, where, mode, tag in rows:
         s = found[where.path].get(tag)
         if s is not None:
             score = f"{s['mean']:.1f} ± {s['std']:.1f}"
-            print(f"  {label:<15} {mode:<7} {score:<28} {s['episodes']}")
-    report = run.path / "report.md"
+            mark = "  ← the run's result" if rounds and mode == "real" and where.path == result else ""
+            print(f"  {label:<17} {mode:<7} {score:<28} {s['episodes']}{mark}")
+    report = run.report_path
     gifs = sorted(str(p) for p in run.path.rglob("*.gif"))
     print(f"\n  run directory: {run.path}\n  report:        {report if report.exists() else '(not written)'}")
     for g in gifs:
         print(f"  gif:           {g}")
+
+
+def _result_path(run: RunDir, rounds: list[RunDir]) -> Path:
+    """The pass whose C is the run's result: round control's choice (rounds.json), else the last round."""
+    try:
+        return Path(json.loads(run.rounds_path.read_text())["result"]["path"])
+    except (OSError, ValueError, KeyError):
+        return (rounds[-1] if rounds else run).path
 
 
 def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], label: str = "") -> None:
@@ -126,6 +139,69 @@ def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             return
 
 
+def _evaluate(where: RunDir, verb_args: list[str]) -> None:
+    subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
+
+
+def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
+    """Round control's check of one pass's C: `iterate.check_episodes` real episodes on the check seeds and the same
+    seeds in its own dream (`eval/check`, `eval/check-dream`; reused when already there for these seeds)."""
+    seeds = check_seeds(cfg)
+    means = {}
+    for tag, extra in (("check", []), ("check-dream", ["--dream"])):
+        path = where.eval_summary(tag)
+        try:
+            s = json.loads(path.read_text())
+        except (OSError, ValueError):
+            s = {}
+        if s.get("seeds") != seeds:
+            print(f"[check] {name}: C on {len(seeds)} {'dream' if extra else 'real'} episodes (seeds {seeds[0]}…)", flush=True)
+            _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
+            s = json.loads(path.read_text())
+        means[tag] = float(s["mean"])
+    return PassCheck(name, str(where.path), means["check"], means["check-dream"])
+
+
+def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None) -> dict:
+    """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped."""
+    best = history[best_pass(history)]
+    doc = {"passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
+           "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
+           "check_seeds": check_seeds(cfg), "stopped": stopped}
+    atomic_write_json(run.rounds_path, doc)
+    return doc
+
+
+def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], t0: float) -> list[RunDir]:
+    """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`)."""
+    n = int(cfg.iterate.rounds)
+    if n <= 0:
+        return []
+    if int(cfg.iterate.check_episodes) <= 0:  # the paper's fixed number of rounds
+        rounds = [round_dir(run, k) for k in range(1, n + 1)]
+        for k, child in enumerate(rounds, 1):
+            print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
+            prepare_round(run, cfg, k)
+            _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
+        return rounds
+    history, rounds = [check_pass(run, cfg, "first pass")], []
+    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60)) is None:
+        k, last = len(history), history[-1]
+        explore = next_explore(history, cfg)
+        write_rounds(run, cfg, history, None)
+        print(f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}"
+              f"{' (exploits the dream)' if last.exploits(float(cfg.iterate.exploit_ratio)) else ''}; "
+              f"collect with exploration {explore:g}, fine-tune M, retrain C", flush=True)
+        child = prepare_round(run, cfg, k, explore)
+        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
+        rounds.append(child)
+        history.append(check_pass(child, child.load_config(), child.path.name))
+    doc = write_rounds(run, cfg, history, reason)
+    print(f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
+          f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}", flush=True)
+    return rounds
+
+
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     cfg = run.bind_config(resolve_config(args), None)
@@ -135,11 +211,7 @@ def main(args: argparse.Namespace) -> int:
     t0 = time.time()
     timings: dict[str, float] = {}
     _run_stages(run, cfg, args, timings)
-    rounds = [] if args.until else [round_dir(run, k) for k in range(1, int(cfg.iterate.rounds) + 1)]
-    for k, child in enumerate(rounds, 1):
-        print(f"[round {k}/{len(rounds)}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
-        prepare_round(run, cfg, k)
-        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
+    rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0)
     if args.demo:
         extra = [
             (run, "random baseline in the real game", ["evaluate", "--random"]),
@@ -156,7 +228,7 @@ def main(args: argparse.Namespace) -> int:
         _demo_table(run, rounds)
     total = time.time() - t0
     print(f"pipeline finished in {duration(total)}: " + ", ".join(f"{k} {duration(v)}" for k, v in timings.items()))
-    hist = run.path / "pipeline_timings.jsonl"
+    hist = run.timings_path
     with open(hist, "a") as f:
         f.write(json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}}) + "\n")
     return 0

@@ -56,7 +56,7 @@ def make_plots(run: RunDir) -> list[tuple[str, Path]]:
         series = {k: v for k, v in series.items() if v[0]}
         if not series:
             continue
-        path = run.path / "plots" / plot.file
+        path = run.plots_dir / plot.file
         line_plot(path, series, title=plot.title, xlabel=plot.xlabel)
         out.append((plot.title, path))
     return out
@@ -111,7 +111,7 @@ def render(run: RunDir) -> str:
     lines += [f"| `{k}` | {number(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
     lines += ["", "Full config: [config.yaml](config.yaml)", "", "## Stages", "", "| stage | state | key figures | time |",
               "|---|---|---|---|"]
-    pipeline = (read_jsonl(run.path / "pipeline_timings.jsonl") or [{}])[-1]
+    pipeline = (read_jsonl(run.timings_path) or [{}])[-1]
     for st in STAGES:
         figs = dict(key_figures(run, st.verb))
         done = run.stage_dir(st.verb) / "DONE"
@@ -171,7 +171,7 @@ def _has(cfg: Any, key: str) -> bool:
 
 def write_report(run: RunDir) -> Path:
     """Render and write `report.md` atomically; returns its path."""
-    path = run.path / "report.md"
+    path = run.report_path
     atomic_write_text(path, render(run))
     return path
 

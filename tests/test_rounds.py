@@ -1,0 +1,82 @@
+"""Round control (issue 22): each pass's C is checked in the real game; rounds go on while that improves, the best
+pass's C is the run's result, an exploiting C raises the next round's exploration. Driven with stub check scores
+through the pipeline's own round loop (no training)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from wm import config as C
+from wm.errors import WMError
+from wm.iterate import PassCheck, best_pass, check_seeds, next_explore, stop_reason
+from wm.rundir import RunDir
+from wm.stages import pipeline
+
+
+def _cfg(*sets: str) -> C.Config:
+    return C.load(["doom_takecover", "tiny"], ["iterate.rounds=5", "iterate.check_episodes=10", "iterate.patience=1",
+                                              "iterate.explore=0.3", "iterate.explore_exploit=0.6", *sets])
+
+
+def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str):
+    """Run the pipeline's round loop with check scores (real, dream) per pass; returns (rounds run, explores, rounds.json)."""
+    cfg = _cfg(*sets)
+    run = RunDir(tmp_path / "r")
+    run.bind_config(cfg, None)
+    explores: list[float] = []
+    calls = iter(scores)
+
+    def fake_prepare(base, cfg_, k, explore=None):
+        explores.append(explore)
+        child = RunDir(base.path / f"round{k}")
+        child.path.mkdir(parents=True, exist_ok=True)
+        return child
+
+    def fake_check(where, cfg_, name):
+        real, dream = next(calls)
+        return PassCheck(name, str(where.path), real, dream)
+
+    monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
+    monkeypatch.setattr(pipeline, "check_pass", fake_check)
+    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
+    monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
+    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=__import__("time").time())
+    return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
+
+
+def test_rounds_continue_while_the_real_score_improves_and_keep_the_best_c(tmp_path, monkeypatch):
+    # first pass exploits (dream 1500 vs real 165), round 1 too, round 2 learns, round 3 is worse: stop (patience 1)
+    rounds, explores, doc = _drive(tmp_path, monkeypatch, [(165, 1500), (170, 800), (740, 890), (600, 650)])
+    assert rounds == ["round1", "round2", "round3"]
+    assert doc["result"]["name"] == "round2" and doc["result"]["params"].endswith("round2/controller/best.npz")
+    assert "no better real check score in the last 1 round(s)" in doc["stopped"]
+    assert explores == [0.6, 0.6, 0.3]  # raised after each exploiting C, back to `explore` after round 2
+    assert [p["exploits"] for p in doc["passes"]] == [True, True, False, False]
+
+
+def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tmp_path, monkeypatch):
+    rounds, _, doc = _drive(tmp_path, monkeypatch, [(500, 600), (400, 450), (300, 310)], "iterate.rounds=2",
+                            "iterate.patience=5")
+    assert rounds == ["round1", "round2"] and doc["stopped"] == "iterate.rounds = 2 reached"
+    assert doc["result"]["name"] == "first pass"
+
+
+def test_patience_two_survives_one_bad_round(tmp_path, monkeypatch):
+    rounds, _, doc = _drive(tmp_path, monkeypatch, [(200, 900), (180, 700), (650, 700), (640, 600), (630, 700)],
+                            "iterate.patience=2")
+    assert rounds == ["round1", "round2", "round3", "round4"] and doc["result"]["name"] == "round2"
+
+
+def test_control_helpers():
+    h = [PassCheck("a", "x", 100, 500), PassCheck("b", "y", 300, 310), PassCheck("c", "z", 300, 900)]
+    assert best_pass(h) == 1  # the earliest of equal real scores
+    cfg = _cfg()
+    assert next_explore(h, cfg) == 0.6 and next_explore(h[:2], cfg) == 0.3
+    assert stop_reason(h[:1], cfg, 0.0) is None
+    assert "time budget" in stop_reason(h[:1], _cfg("iterate.max_minutes=10"), 11.0)
+    assert check_seeds(cfg)[:2] == [5000000, 5000001] and len(check_seeds(cfg)) == 10
+    with pytest.raises(WMError, match="overlaps the evaluation seeds"):
+        check_seeds(_cfg("iterate.check_seed=995", "evaluate.episodes=100"))
