@@ -80,3 +80,15 @@ def test_control_helpers():
     assert check_seeds(cfg)[:2] == [5000000, 5000001] and len(check_seeds(cfg)) == 10
     with pytest.raises(WMError, match="overlaps the evaluation seeds"):
         check_seeds(_cfg("iterate.check_seed=995", "evaluate.episodes=100"))
+
+
+def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
+    from wm import status
+
+    _drive(tmp_path, monkeypatch, [(165, 1500), (740, 890), (600, 650)])
+    monkeypatch.undo()
+    status.main(argparse.Namespace(run=str(tmp_path / "r")))
+    out = capsys.readouterr().out
+    assert "first pass   real    165.0  dream   1500.0  exploits the dream" in out
+    assert "round1       real    740.0  dream    890.0  ← result" in out
+    assert "stopped: no better real check score" in out

@@ -39,10 +39,30 @@ def main(args: argparse.Namespace) -> int:
     cfg = run.load_config()
     print(f"run {run.path}" + (f"  (env {cfg.env.name})" if cfg is not None else "  (no config.yaml yet)"))
     _print_rows(run, "  ")
+    checks = round_checks(run)
     for child in round_dirs(run.path):
         print(f"  {child.name} (iterative training, {child})")
         _print_rows(RunDir(child), "    ")
+    if checks:
+        print("  round control (iterate.check_episodes): real check / dream on the same seeds")
+        for p in checks["passes"]:
+            mark = "  ← result" if p["name"] == checks["result"]["name"] else ""
+            flag = "  exploits the dream" if p.get("exploits") else ""
+            print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{flag}{mark}")
+        if checks.get("stopped"):
+            print(f"    stopped: {checks['stopped']}")
     return 0
+
+
+def round_checks(run: RunDir) -> dict[str, Any] | None:
+    """Round control's record (`rounds.json`): each pass's real check and dream scores and the run's result."""
+    import json
+
+    try:
+        doc = json.loads(run.rounds_path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and "passes" in doc and "result" in doc else None
 
 
 def _print_rows(run: RunDir, indent: str) -> None:
