@@ -18,6 +18,7 @@ import numpy as np
 from wm.config import Config
 from wm.errors import WMError
 from wm.rundir import RunDir, atomic_write_json, atomic_write_text
+from wm.seeds import evaluation_seeds
 
 # The summary's "mode" of each evaluation kind (wm.engine.KINDS), as written since the first results.
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
@@ -27,7 +28,7 @@ def seed_list(cfg: Config, episodes: int | None = None, first: int | None = None
     """The fixed evaluation seeds: `evaluate.seed + i` for i < episodes (`first` instead of evaluate.seed)."""
     n = cfg.evaluate.episodes if episodes is None else episodes
     first = int(cfg.evaluate.seed if first is None else first)
-    return [first + i for i in range(int(n))]
+    return evaluation_seeds(first, n, "evaluation")
 
 
 def summarize(returns: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:

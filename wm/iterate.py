@@ -30,6 +30,7 @@ from wm.data.episodes import list_episodes
 from wm.errors import WMError
 from wm.registry import stages_with_role
 from wm.rundir import RunDir
+from wm.seeds import evaluation_seeds
 
 
 def round_dir(base: RunDir, k: int) -> RunDir:
@@ -120,7 +121,7 @@ def check_seeds(cfg: Config) -> list[int]:
     if first < hi and lo < first + n:
         raise WMError(f"iterate.check_seed {first}…{first + n - 1} overlaps the evaluation seeds {lo}…{hi - 1}; "
                       "pick a check_seed outside them")
-    return [first + i for i in range(n)]
+    return evaluation_seeds(first, n, "iterate.check_seed")
 
 
 def best_pass(history: list[PassCheck]) -> int:

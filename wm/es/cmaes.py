@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-SEED_HIGH = 2**31 - 1  # episode seeds are non-negative int32 (gymnasium and ViZDoom accept them)
+from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 
 def penalized_fitness(returns: np.ndarray, params: np.ndarray, weight_decay: float) -> np.ndarray:
@@ -43,9 +43,9 @@ def member_seeds(rng: np.random.Generator, popsize: int, antithetic: bool) -> np
     if antithetic:
         if popsize % 2:
             raise ValueError(f"antithetic seeds need an even population, got {popsize}")
-        half = rng.integers(0, SEED_HIGH, popsize // 2, dtype=np.int64)
+        half = rng.integers(TRAINING_FLOOR, SEED_HIGH, popsize // 2, dtype=np.int64)
         return np.concatenate([half, half])
-    return rng.integers(0, SEED_HIGH, popsize, dtype=np.int64)
+    return rng.integers(TRAINING_FLOOR, SEED_HIGH, popsize, dtype=np.int64)
 
 
 def episode_seeds(seeds: np.ndarray, trials: int) -> np.ndarray:
@@ -54,7 +54,7 @@ def episode_seeds(seeds: np.ndarray, trials: int) -> np.ndarray:
     The authors seeded one env once per member and ran the 16 episodes in sequence (§7); here each episode has
     its own seed so episodes can run in any order, in parallel, and still be reproducible.
     """
-    return np.stack([np.random.default_rng(int(s)).integers(0, SEED_HIGH, trials, dtype=np.int64) for s in seeds])
+    return np.stack([np.random.default_rng(int(s)).integers(TRAINING_FLOOR, SEED_HIGH, trials, dtype=np.int64) for s in seeds])
 
 
 class _Randn:

@@ -34,6 +34,7 @@ from wm.data.episodes import EpisodeError, episode_index, episode_name, list_epi
 from wm.errors import WMError
 from wm.procpool import spawn_map
 from wm.rundir import RunDir
+from wm.seeds import training_seed
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
 QUICK_KEYS = ("done", "seed")  # what resume reads to accept an existing file (small arrays; the zip index is checked)
@@ -42,7 +43,7 @@ QUICK_KEYS = ("done", "seed")  # what resume reads to accept an existing file (s
 def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.random.Generator]:
     """(env seed, policy generator) of one attempt at one episode slot, from SeedSequence([run_seed, slot, attempt])."""
     env_ss, policy_ss = np.random.SeedSequence([int(run_seed), int(slot), int(attempt)]).spawn(2)
-    env_seed = int(env_ss.generate_state(1, np.uint32)[0] >> 1)  # 31 bits: valid for every env's seed type
+    env_seed = training_seed(int(env_ss.generate_state(1, np.uint32)[0]))  # never an evaluation seed (wm.seeds)
     return env_seed, np.random.default_rng(policy_ss)
 
 

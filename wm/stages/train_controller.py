@@ -29,6 +29,7 @@ import numpy as np
 from wm.config import Config
 from wm.errors import WMError
 from wm.rundir import RunDir, atomic_savez, atomic_write_bytes
+from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 VERB = "train-controller"
 STATE_VERSION = 1
@@ -56,7 +57,7 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
 
 def eval_seeds(cfg: Config) -> np.ndarray:
     """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
-    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(0, 2**31 - 1, int(cfg.es.eval_episodes), dtype=np.int64)
+    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64)
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
