@@ -48,8 +48,9 @@ def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str)
 
 
 def test_rounds_continue_while_the_real_score_improves_and_keep_the_best_c(tmp_path, monkeypatch):
-    # first pass exploits (dream 1500 vs real 165), round 1 too, round 2 learns, round 3 is worse: stop (patience 1)
-    rounds, explores, doc = _drive(tmp_path, monkeypatch, [(165, 1500), (170, 800), (740, 890), (600, 650)])
+    # first pass exploits (dream 1500 vs real 165), round 1 too and is no better (an exploit earns another round
+    # anyway), round 2 learns, round 3 is worse and honest: stop (patience 1)
+    rounds, explores, doc = _drive(tmp_path, monkeypatch, [(165, 1500), (160, 800), (740, 890), (600, 650)])
     assert rounds == ["round1", "round2", "round3"]
     assert doc["result"]["name"] == "round2" and doc["result"]["params"].endswith("round2/controller/best.npz")
     assert "no better real check score in the last 1 round(s)" in doc["stopped"]
@@ -65,7 +66,7 @@ def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tm
 
 
 def test_patience_two_survives_one_bad_round(tmp_path, monkeypatch):
-    rounds, _, doc = _drive(tmp_path, monkeypatch, [(200, 900), (180, 700), (650, 700), (640, 600), (630, 700)],
+    rounds, _, doc = _drive(tmp_path, monkeypatch, [(200, 300), (180, 200), (650, 700), (640, 600), (630, 700)],
                             "iterate.patience=2")
     assert rounds == ["round1", "round2", "round3", "round4"] and doc["result"]["name"] == "round2"
 
@@ -76,6 +77,8 @@ def test_control_helpers():
     cfg = _cfg()
     assert next_explore(h, cfg) == 0.6 and next_explore(h[:2], cfg) == 0.3
     assert stop_reason(h[:1], cfg, 0.0) is None
+    assert stop_reason([PassCheck("a", "x", 300, 310), PassCheck("b", "y", 100, 110)], cfg, 0.0).startswith("no better")
+    assert stop_reason([PassCheck("a", "x", 300, 310), PassCheck("b", "y", 100, 900)], cfg, 0.0) is None  # exploit
     assert "time budget" in stop_reason(h[:1], _cfg("iterate.max_minutes=10"), 11.0)
     assert check_seeds(cfg)[:2] == [5000000, 5000001] and len(check_seeds(cfg)) == 10
     with pytest.raises(WMError, match="overlaps the evaluation seeds"):

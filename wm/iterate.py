@@ -132,13 +132,18 @@ def best_pass(history: list[PassCheck]) -> int:
 
 
 def stop_reason(history: list[PassCheck], cfg: Config, minutes: float) -> str | None:
-    """Why no further round starts after the passes in `history` (None: run round len(history))."""
+    """Why no further round starts after the passes in `history` (None: run round len(history)).
+
+    Budgets first (`rounds`, `max_minutes`); then a C that exploits its dream always earns another round; otherwise
+    the rounds stop after `patience` rounds without a better real check score."""
     it = cfg.iterate
     done = len(history) - 1  # rounds after the first pass
     if done >= int(it.rounds):
         return f"iterate.rounds = {it.rounds} reached"
     if float(it.max_minutes) > 0 and minutes >= float(it.max_minutes):
         return f"time budget iterate.max_minutes = {it.max_minutes} spent ({minutes:.0f} min)"
+    if history[-1].exploits(float(it.exploit_ratio)):
+        return None  # the last C exploits M: the next round's data (its own failures) is what removes the exploit
     since = len(history) - 1 - best_pass(history)
     if since >= int(it.patience):
         return f"no better real check score in the last {since} round(s) (iterate.patience = {it.patience})"
