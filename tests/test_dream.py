@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.dream import DreamEnv, DreamEvaluator, load_dream, uniform  # noqa: E402
+from wm.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
 from wm.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
@@ -103,6 +103,41 @@ def test_hash_rng_is_uniform_and_keyed():
     assert abs(u.mean() - 0.5) < 0.01 and abs(u.std() - np.sqrt(1 / 12)) < 0.01
     v = uniform(tf.constant(np.arange(2000), tf.int64), tf.constant(8, tf.int64), 3, 16).numpy()
     assert abs(np.corrcoef(u.ravel(), v.ravel())[0, 1]) < 0.03
+
+
+def test_hash_rng_stays_inside_the_unit_interval():
+    # The reviewer's case: seed 192366, step 1, the ε stream, column 7 hashes to the top value. Mapped with 24 bits,
+    # (2^24 − 1 + 0.5)·2^−24 rounds to 1.0 in float32 and ndtri(1) = +inf entered z; 23 bits stay strictly inside.
+    seeds, t = tf.constant([192366], tf.int64), tf.constant(1, tf.int64)
+    u = uniform(seeds, t, _S_EPS, 8).numpy()
+    assert 0.0 < u[0, 7] < 1.0 and u[0, 7] == np.float32(1.0 - 2.0**-24)
+    assert np.isfinite(normal(seeds, t, _S_EPS, 8).numpy()).all()
+
+
+def test_non_finite_state_is_detected(world):
+    m, c, mu0, lv0 = world
+    params = _params(c, 2)
+    params[1, 3] = np.nan  # member 1's controller: its actions go NaN on the first step
+    ev = DreamEvaluator(m, c, mu0, lv0, 1.0, CAP)
+    with pytest.raises(WMError, match=r"non-finite action.* at step 0 of member 1, seed 13 \(2 of 4 episodes\)"):
+        ev.evaluate(params, np.array([[11, 12], [13, 14]]))
+    env = DreamEnv(m, c, mu0, lv0, 1.0, CAP, params=params[1])
+    env.reset(seed=13)
+    with pytest.raises(WMError, match="non-finite action"):
+        env.step()
+    # an M whose mixture means are NaN: z' goes non-finite (the action of step 0 and h' are still finite)
+    broken = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    broken.set_weights(m.get_weights())
+    b = broken.out_bias.numpy()
+    b[:] = np.nan
+    b[0] = -2.0  # keep the done logit finite
+    broken.out_bias.assign(b)
+    with pytest.raises(WMError, match=r"non-finite z at step 0 of member 0, seed 11"):
+        DreamEvaluator(broken, c, mu0, lv0, 1.0, CAP).evaluate(params[:1], np.array([[11, 12]]))
+    env = DreamEnv(broken, c, mu0, lv0, 1.0, CAP)
+    env.reset(seed=11)
+    with pytest.raises(WMError, match="non-finite z"):
+        env.step(np.zeros(1))
 
 
 def test_car_controller_actions_are_post_processed(world):

@@ -37,6 +37,7 @@ def _encode(cfg, run):
 
 def test_encode_shapes_dtypes_initial_z_and_bad_file(tmp_path):
     cfg, run, model = _with_vae(tmp_path, episodes=3, t=37)
+    cfg = update(cfg, {"data": {"max_bad_share": 0.5}})  # 1 bad file of 4 is more than the default share
     (run.stage_dir("collect") / episode_name(3)).write_bytes(b"PK\x03\x04 truncated")  # a bad shard
     _encode(cfg, run)
     series = run.stage_dir("encode")

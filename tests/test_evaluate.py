@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from wm import config as C
-from wm.errors import WMError
-from wm.rundir import RunDir
 from wm import evaluation as EV
 from wm import recording
 from wm.engine import kind_of
+from wm.errors import WMError
+from wm.rundir import RunDir
 from wm.stages import evaluate as E
 
 SETS = ["env.max_steps=24", "dream.max_steps=24", "evaluate.episodes=3", "evaluate.workers=1", "evaluate.gif_stride=2",

@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,12 @@ from tui.app import WMApp
 from tui.model import MetricsTail, Series, find_runs
 from tui.process import build_command
 from tui.screens.dialogs import QuitScreen
-from tui.screens.launch import LaunchScreen
+from tui.screens.launch import LaunchRequest, LaunchScreen
+from tui.screens.picker import PickerScreen
 from tui.screens.run import RunScreen
 from tui.widgets.plot import LinePlot, braille
 from wm import config as C
+from wm import status
 from wm.rundir import RunDir
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -38,7 +41,7 @@ def make_run(tmp_path: Path) -> RunDir:
     eps = run.stage_dir("collect")
     eps.mkdir()
     for i in range(3):
-        (eps / f"ep_{i:05d}.npz").write_bytes(b"")
+        (eps / f"ep_{i:06d}.npz").write_bytes(b"")  # the ep_NNNNNN.npz names collect writes
     run.mark_done("collect", {"episodes": 3})
     run.log_path("collect").parent.mkdir()
     run.log_path("collect").write_text("2025-01-01 00:00:00 INFO collected episode 0\n2025-01-01 00:00:01 INFO collect finished\n")
@@ -90,6 +93,7 @@ def test_stage_statuses_and_key_figures(tmp_path):
         app = app_for(run)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.pause()
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")  # the poll worker's first snapshot
             assert cells(app, "collect")[1:3] == ["collect", "done"]
             assert "episodes 3" in cells(app, "collect")[3]
             assert cells(app, "train-vae")[2] == "resumable"
@@ -120,6 +124,7 @@ def test_launch_streams_output_and_finishes(tmp_path):
             app.screen.query_one("#sets").value = "encode.initial_z=5"
             await pilot.press("enter")
             await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            await wait_until(pilot, lambda: app.process(run.path, "encode") is not None)  # the app got the Launch message
             proc = app.process(run.path, "encode")
             assert proc is not None
             assert proc.argv == [*FAKE, "-m", "wm", "encode", "--run", str(run.path), "--set", "encode.initial_z=5"]
@@ -227,6 +232,7 @@ def test_form_shows_resolved_config_and_wrong_key_error(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("down")
             await wait_until(pilot, lambda: screen(app).verb == "train-vae")
+            await wait_until(pilot, lambda: cells(app, "train-vae")[2] == "resumable")  # states read
             await pilot.press("r")  # train-vae is resumable: the form offers Resume
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
             form = app.screen
@@ -329,6 +335,7 @@ def test_picker_lists_runs_and_opens_one(tmp_path):
             await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run.path == run.path)
             await pilot.press("escape", "n", *"fresh", "enter")
             await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.screen.run.path.name == "fresh")
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")  # the poll worker's first snapshot
             assert cells(app, "collect")[2] == "not started"
 
     asyncio.run(main())
@@ -340,3 +347,119 @@ def test_find_runs_lists_iteration_rounds_after_their_run(tmp_path):
         if rel != "a/notes":
             (tmp_path / rel / "config.yaml").write_text("{}\n")
     assert [p.relative_to(tmp_path).as_posix() for p in find_runs(tmp_path)] == ["a", "a/round2", "a/round10", "b"]
+
+
+def test_run_dir_is_polled_by_one_worker_thread_through_messages(tmp_path, monkeypatch):
+    """States are read off the UI thread, one read at a time (ticks skipped while one is slow), and reach the
+    table through RunScreen.Polled messages; the reads stop with the screen."""
+    run = make_run(tmp_path)
+    main_thread = threading.main_thread().ident
+    real_rows = status.stage_rows
+    gate = threading.Event()
+    gate.set()
+    lock = threading.Lock()
+    calls: list[int] = []  # thread ident of every stage_rows call (the picker's run summaries read on the UI thread)
+    inflight, most = 0, 0
+
+    def slow_rows(rundir):
+        nonlocal inflight, most
+        with lock:
+            calls.append(threading.get_ident())
+            inflight += 1
+            most = max(most, inflight)
+        try:
+            if threading.get_ident() != main_thread:  # never block the UI thread itself: a broken poll fails, not hangs
+                gate.wait(20)
+            return real_rows(rundir)
+        finally:
+            with lock:
+                inflight -= 1
+
+    monkeypatch.setattr(status, "stage_rows", slow_rows)
+    polled: list[RunScreen.Polled] = []
+
+    def hook(message):
+        if isinstance(message, RunScreen.Polled):
+            polled.append(message)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+            try:
+                await checks(app, pilot)
+            finally:
+                gate.set()  # a failed check must not leave a reader blocked
+
+    async def checks(app, pilot):
+        await wait_until(pilot, lambda: cells(app, "encode")[2] == "not started")
+        assert polled and polled[-1].snapshot.rows is not None
+        run_screen = screen(app)
+        # a slow file system: the next read blocks; the UI stays live and no tick starts a second read
+        await wait_until(pilot, lambda: not run_screen.polling)
+        gate.clear()  # no await since the check: no read is past the gate, the next one blocks
+        await wait_until(pilot, lambda: inflight == 1)
+        started = len(calls)
+        assert calls[-1] != main_thread
+        run.mark_done("encode", {"episodes": 3})
+        await pilot.pause(0.6)  # 6 poll intervals
+        assert len(calls) == started and inflight == 1 and most == 1
+        assert cells(app, "encode")[2] == "not started"  # nothing read the DONE yet: rows change only by a poll
+        await pilot.press("down")  # selecting a stage asks for a read: deferred until the slow one is done
+        await wait_until(pilot, lambda: run_screen.verb == "train-vae")
+        assert len(calls) == started and run_screen.series.records == 0
+        gate.set()
+        await wait_until(pilot, lambda: cells(app, "encode")[2] == "done")
+        assert any(("encode", "done") in [(v, st) for v, st, _ in m.snapshot.rows or ()] for m in polled)
+        await wait_until(pilot, lambda: run_screen.series.records == 2)  # the deferred read, for train-vae's metrics
+        assert most == 1 and main_thread not in calls[started - 1:]
+        # leaving the run screen stops its polling
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: isinstance(app.screen, PickerScreen) and not run_screen.is_running)
+        await wait_until(pilot, lambda: inflight == 0)
+        worker_reads = sum(t != main_thread for t in calls)
+        await pilot.pause(0.5)
+        assert sum(t != main_thread for t in calls) == worker_reads
+
+    asyncio.run(main())
+    assert inflight == 0
+
+
+def test_screen_actions_reach_the_app_as_messages(tmp_path):
+    """Open run, launch and stop are messages posted by the screens and handled by the app."""
+    run = make_run(tmp_path)
+    seen: list = []
+
+    def hook(message):
+        if isinstance(message, (PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop)) and not any(message is m for m in seen):
+            seen.append(message)
+
+    async def main():
+        app = app_for(run, lines="100000")
+        async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+            await pilot.press("escape")  # back to the picker, then open the run from it
+            await wait_until(pilot, lambda: isinstance(app.screen, PickerScreen))
+            await pilot.press("enter")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            await pilot.press("down", "down", "l")  # encode
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "encode") is not None)
+            first = app.process(run.path, "encode")
+            console = screen(app).console_path("encode")
+            await wait_until(pilot, lambda: "fake encode line 1" in console.read_text()[first.offset:])  # SIGTERM handler set
+            await pilot.press("s")
+            assert await first.wait(10) == 143
+            assert [type(m) for m in seen] == [PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop]
+            assert seen[0].path == run.path and seen[1].request.verb == "encode" and seen[2].verb == "encode"
+            # the same messages posted by hand (no key, no form) are handled by the app
+            rs = screen(app)
+            rs.post_message(RunScreen.Launch(rs, LaunchRequest("encode", sets=["encode.initial_z=5"]), rs.console_path("encode")))
+            await wait_until(pilot, lambda: app.process(run.path, "encode") is not first)
+            second = app.process(run.path, "encode")
+            assert second.argv[-2:] == ["--set", "encode.initial_z=5"]
+            await wait_until(pilot, lambda: cells(app, "encode")[0] == "▶" and "fake encode line 1" in console.read_text()[second.offset:])
+            rs.post_message(RunScreen.Stop(rs, "encode"))
+            assert await second.wait(10) == 143
+            await wait_until(pilot, lambda: cells(app, "encode")[2].startswith("resumable"))
+
+    asyncio.run(main())

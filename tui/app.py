@@ -10,11 +10,12 @@ from textual.app import App
 from textual.binding import Binding
 
 from tui.model import is_run
-from tui.process import StageProcess, build_command
+from tui.process import StageProcess, build_command, process_group, signal_group
 from tui.screens.dialogs import HelpScreen, QuitScreen
 from tui.screens.launch import LaunchRequest
 from tui.screens.picker import PickerScreen
 from tui.screens.run import RunScreen
+from wm.rundir import RunDir
 
 
 class WMApp(App[None]):
@@ -61,6 +62,39 @@ class WMApp(App[None]):
     def open_run(self, path: Path) -> None:
         """Show the stages of run directory `path` (it need not exist yet)."""
         self.push_screen(RunScreen(path))
+
+    # ------------------------------------------------------------------ messages from the screens
+    def on_picker_screen_open_run(self, message: PickerScreen.OpenRun) -> None:
+        self.open_run(message.path)
+
+    def on_run_screen_launch(self, message: RunScreen.Launch) -> None:
+        """Launch the request; tell the screen, which shows the output."""
+        req = message.request
+        try:
+            proc = self.launch(message.run, req, message.output)
+        except (OSError, ValueError) as e:
+            self.notify(f"cannot launch {req.verb}: {e}", severity="error")
+            return
+        self.notify(f"launched {req.verb} (pid {proc.pid})")
+        if message.screen.is_attached:
+            message.screen.launched(req.verb)
+
+    def on_run_screen_stop(self, message: RunScreen.Stop) -> None:
+        """SIGTERM the stage's process group: ours, or the LOCK holder's (a stage left running by an earlier UI)."""
+        verb = message.verb
+        proc = self.process(message.run, verb)
+        if proc is not None and proc.running:
+            proc.stop()
+            self.notify(f"sent SIGTERM to {verb} (process group {proc.pid})")
+        else:
+            pid = RunDir(message.run).lock_owner(verb)
+            pgid = process_group(pid) if pid else None
+            if pgid is not None and signal_group(pgid):
+                self.notify(f"sent SIGTERM to {verb} (process group {pgid}, not launched from this UI)")
+            else:
+                self.notify(f"{verb} is not running", severity="warning")
+        if message.screen.is_attached:
+            message.screen.poll()
 
     # ------------------------------------------------------------------ processes
     def process(self, run: Path, verb: str) -> StageProcess | None:

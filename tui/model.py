@@ -10,33 +10,18 @@ import argparse
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from wm.format import figures, number
 from wm.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
 
-# Per stage short name: (main plot series, throughput series). Keys from the stages' KEY_FIGURES contract.
-PLOTS: dict[str, tuple[tuple[str, ...], str | None]] = {
-    "collect": (("collect/episodes",), "collect/steps_per_s"),
-    "vae": (("vae/loss", "vae/val_loss"), "vae/frames_per_s"),
-    "encode": (("encode/episodes",), None),
-    "mdnrnn": (("mdnrnn/nll",), "mdnrnn/steps_per_s"),
-    "controller": (("es/best", "es/mean", "es/min"), "es/evals_per_s"),
-    "eval": (("eval/mean",), None),
-}
-
-
-def fmt(v: Any) -> str:
-    """A number as a short readable string (ints without a dot, floats to 4 significant digits)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        return str(v)
-    if isinstance(v, float) and not math.isfinite(v):
-        return str(v)
-    if float(v).is_integer() and abs(v) < 1e9:
-        return str(int(v))
-    return f"{v:.4g}"
+# Per stage short name: (main plot series, throughput series), from the stage registry.
+PLOTS: dict[str, tuple[tuple[str, ...], str | None]] = {s.name: (s.watch, s.rate) for s in STAGES}
+fmt, figures_text = number, figures  # one home for number formatting (wm.format)
 
 
 def is_run(path: Path) -> bool:
@@ -69,11 +54,6 @@ def run_summary(path: Path) -> str:
     states = [state for _, state, _ in stage_rows(run)]
     running = states.count("running")
     return f"{env}, {states.count('done')}/{len(states)} done" + (f", {running} running" if running else "")
-
-
-def figures_text(figs: dict[str, Any]) -> str:
-    """Key figures as `episodes 12  loss 41.2`."""
-    return "  ".join(f"{k.split('/', 1)[-1]} {fmt(v)}" for k, v in figs.items())
 
 
 class MetricsTail:
@@ -150,3 +130,54 @@ def config_excerpt(cfg: Any, verb: str) -> str:
     d = cfg.to_dict()
     keep = [*stage(verb).sections, *GLOBAL_SECTIONS]
     return yaml.safe_dump({k: d[k] for k in keep if k in d}, sort_keys=False).rstrip()
+
+
+NO_CONFIG = "(no config.yaml yet: the first launched stage writes it)"
+
+
+@dataclass
+class RunSnapshot:
+    """One read of a run directory: what the run screen shows, read off the UI thread by its poll worker.
+
+    `rows` is None when the stage states could not be read (then `error` says why); `records` are the metrics
+    records appended since `tail` last read, and with `config_text` they belong to stage `verb`.
+    """
+
+    verb: str
+    tail: MetricsTail | None = None
+    env: str = ""
+    rows: list[tuple[str, str, dict[str, Any]]] | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    config_text: str = NO_CONFIG
+    error: str | None = None
+
+
+def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapshot:
+    """Read states, key figures, the config and `tail`'s new metrics records; never raises (errors go in `error`).
+
+    Blocking file reads: call it from a thread. Only one caller at a time may read a given `tail`.
+    """
+    from wm.status import stage_rows
+
+    snap = RunSnapshot(verb, tail, env="  (new run: no config.yaml yet)")
+    errors = []
+    if run.config_path.exists():
+        try:
+            cfg = run.load_config()
+            if cfg is not None:
+                if "env" in cfg:
+                    snap.env = f"  env {cfg.env.name}"
+                snap.config_text = config_excerpt(cfg, verb)
+        except Exception as e:  # a config.yaml being rewritten: the title says new run, the pane says why; next tick
+            snap.config_text = f"cannot read {run.config_path}: {e}"
+    try:
+        snap.rows = stage_rows(run)
+    except Exception as e:  # a file caught mid-rewrite must not take the UI down; the next tick retries
+        errors.append(str(e) or type(e).__name__)
+    if tail is not None:
+        try:
+            snap.records = tail.read()
+        except Exception as e:
+            errors.append(str(e) or type(e).__name__)
+    snap.error = "; ".join(errors) or None
+    return snap

@@ -129,22 +129,37 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
 
 
 def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
+    import logging
+
     from wm.rundir import stage
 
-    cfg = run.bind_config(resolve_config(args), verb)
+    # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
+    # error ---") to the console: the failure comes out as one `error:` line from the write that raises (issue 14).
+    logging.raiseExceptions = False
+    cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
     # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
-    if getattr(mod, "side_run", None) is not None and mod.side_run(args):
+    side_runs = getattr(mod, "side_run", None) is not None
+    if side_runs and mod.side_run(args):
+        cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
         mod.run(cfg, run, args)
         return 0
-    if run.is_done(verb) and not args.force:
-        print(f"{verb}: already done in {run.path} (use --force to redo)")
-        return 0
-    if args.force:
-        run.clear_done(verb)
-    run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
+    # The LOCK first, then the config, then anything else (issue 14): a command refused because the stage is
+    # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
     with run.lock(stage(verb).verb):
+        if run.is_done(verb) and not args.force:
+            run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
+            changes = run.config_changes(cfg)
+            unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
+            print(f"{verb}: already done in {run.path} (use --force to redo){unapplied}")
+            return 0
+        cfg = run.bind_config(cfg, verb)
+        if args.force:
+            run.clear_done(verb)
+        # `.tmp-*` files in the stage's folder can only be torn writes of a killed run now that we hold its LOCK
+        # (side runs write into subfolders without it, so a stage that has them is cleaned at its top level only)
+        run.remove_temporaries(verb, recursive=not side_runs)
         mod.run(cfg, run, args)
     return 0
 
@@ -169,6 +184,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(args._module).main(args) or 0)
     except WMError as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        # A write outside the atomic writes (a log, a metrics line, a folder) on a full, read-only or forbidden
+        # disk, also when it comes back from a worker process: one line, not a traceback (issue 14). Any other
+        # OSError is a bug to see in full.
+        import errno
+
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        from wm.errors import describe_os_error
+
+        where = e.filename if e.filename is not None else f"a file in {args.run}" if getattr(args, "run", None) else None
+        print(f"error: {describe_os_error(e, where)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)

@@ -8,12 +8,14 @@ Everything is written under a temporary name and renamed, so a crash never leave
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
 import re
 import socket
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -354,7 +356,9 @@ class RunDir:
                 if owner is not None and owner != os.getpid():
                     raise WMError(f"stage {verb} is already running in this run dir (pid {owner})") from None
                 os.replace(tmp, lock)
-            except OSError:  # a file system without hard links
+            except OSError as e:  # a file system without hard links
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                    raise
                 os.replace(tmp, lock)
         finally:
             with contextlib.suppress(OSError):
@@ -372,8 +376,11 @@ class RunDir:
         found = folder.rglob(".tmp-*") if recursive else folder.glob(".tmp-*")
         removed = []
         for p in found:
-            if p.is_file() or p.is_symlink():
-                with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(FileNotFoundError):
+                # a fresh `.tmp-LOCK-*` is another command's attempt at the LOCK (it is about to be refused)
+                if p.name.startswith(".tmp-LOCK-") and time.time() - p.stat().st_mtime < 60:
+                    continue
+                if p.is_file() or p.is_symlink():
                     p.unlink()
                     removed.append(p)
         return removed

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, OptionList
 from textual.widgets.option_list import Option
@@ -23,6 +24,13 @@ class PickerScreen(Screen[None]):
 
     app: WMApp
     BINDINGS = [Binding("n", "new", "New run"), Binding("f5", "reload", "Reload", show=False)]
+
+    class OpenRun(Message):
+        """Open run directory `path` (it need not exist yet); handled by the app."""
+
+        def __init__(self, path: Path):
+            super().__init__()
+            self.path = path
 
     def __init__(self, root: Path):
         super().__init__()
@@ -59,7 +67,7 @@ class PickerScreen(Screen[None]):
     @on(OptionList.OptionSelected, "#runs")
     def _open(self, event: OptionList.OptionSelected) -> None:
         if event.option.id:
-            self.app.open_run(Path(event.option.id))
+            self.post_message(self.OpenRun(Path(event.option.id)))
 
     @on(Input.Submitted, "#new-run")
     def _new(self, event: Input.Submitted) -> None:
@@ -68,4 +76,4 @@ class PickerScreen(Screen[None]):
             self.notify("a run name is one plain folder name, e.g. doom_small", severity="error")
             return
         event.input.value = ""
-        self.app.open_run(self.root / name)
+        self.post_message(self.OpenRun(self.root / name))

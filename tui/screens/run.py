@@ -1,20 +1,26 @@
 """One run: the stage table (live states and key figures), and panes for the selected stage's output,
-metrics (plot + latest values), log file and config. Launch, resume and stop act on the selected stage."""
+metrics (plot + latest values), log file and config. Launch, resume and stop act on the selected stage.
+
+The run directory is read off the UI thread: a timer starts a thread worker (at most one in flight; a tick that
+finds one still reading is skipped) which posts a `Polled` message carrying a `RunSnapshot`; its handler only
+updates widgets. Launch and stop go up to the app as `Launch` and `Stop` messages.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedContent, TabPane
 
-from tui.model import PLOTS, MetricsTail, Series, figures_text, fmt
+from tui.model import PLOTS, MetricsTail, RunSnapshot, Series, figures_text, fmt, read_snapshot
 from tui.screens.launch import LaunchRequest, LaunchScreen
 from tui.widgets.follow_log import FollowLog
 from tui.widgets.plot import LinePlot
@@ -41,6 +47,40 @@ class RunScreen(Screen[None]):
         Binding("escape", "back", "Runs"),
     ]
 
+    class Polled(Message, bubble=False):
+        """A snapshot of the run directory, posted by the poll worker's thread to its screen."""
+
+        def __init__(self, snapshot: RunSnapshot):
+            super().__init__()
+            self.snapshot = snapshot
+
+    class Launch(Message):
+        """Launch `request` on `run`, output appended to `output` (handled by the app, which owns the processes)."""
+
+        def __init__(self, screen: RunScreen, request: LaunchRequest, output: Path):
+            super().__init__()
+            self.screen = screen
+            self.run = screen.run.path
+            self.request = request
+            self.output = output
+
+        @property
+        def control(self) -> RunScreen:
+            return self.screen
+
+    class Stop(Message):
+        """Stop stage `verb` of `run`: SIGTERM to its process group (handled by the app)."""
+
+        def __init__(self, screen: RunScreen, verb: str):
+            super().__init__()
+            self.screen = screen
+            self.run = screen.run.path
+            self.verb = verb
+
+        @property
+        def control(self) -> RunScreen:
+            return self.screen
+
     def __init__(self, path: Path):
         super().__init__()
         self.run = RunDir(path)
@@ -49,6 +89,9 @@ class RunScreen(Screen[None]):
         self.tail: MetricsTail | None = None
         self.series = Series()
         self.reported: set[int] = set()  # launched processes whose exit has been notified
+        self.polling = False  # a read of the run directory is in flight (cleared when its snapshot arrives)
+        self.poll_again = False  # something changed while it was: read once more as soon as it is done
+        self.config_text: str | None = None  # what the Config pane shows (None: not yet read for this stage)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -82,30 +125,53 @@ class RunScreen(Screen[None]):
         latest.add_column("metric", key="k")
         latest.add_column("latest", key="v")
         table.focus()
-        self.poll()
-        self.select(self.verb)
-        self.set_interval(self.app.poll_interval, self.poll)
+        self.query_one("#run-title", Static).update(f"[b]run[/b] {self.run.path}")
+        self.select(self.verb)  # starts the first read
+        self.set_interval(self.app.poll_interval, self.tick)
 
     # ------------------------------------------------------------------ polling the run dir
+    def tick(self) -> None:
+        """Timer: read the run directory, unless the last read is still in flight (then this tick is skipped)."""
+        if not self.polling:
+            self.start_poll()
+
     def poll(self) -> None:
-        """Read states, key figures and new metrics from the run directory (cheap: a few stats and tails)."""
+        """Read the run directory now (after a launch, stop or new selection); if a read is in flight, once more after it."""
+        if self.polling:
+            self.poll_again = True
+        else:
+            self.start_poll()
+
+    def start_poll(self) -> None:
+        self.polling, self.poll_again = True, False
+        self.read_run(self.verb, self.tail)
+
+    @work(thread=True, group="poll", exit_on_error=False)
+    def read_run(self, verb: str, tail: MetricsTail | None) -> None:
+        """Thread worker: read a snapshot (blocking file reads) and post it to the screen."""
         try:
-            self._poll()
-        except Exception as e:  # a file caught mid-rewrite must not take the UI down; the next tick retries
+            snapshot = read_snapshot(self.run, verb, tail)
+        except Exception as e:  # read_snapshot catches what it expects; still always answer, or polling stops
+            snapshot = RunSnapshot(verb, tail, error=str(e) or type(e).__name__)
+        self.post_message(self.Polled(snapshot))  # dropped if the screen is gone meanwhile
+
+    def on_run_screen_polled(self, message: RunScreen.Polled) -> None:
+        self.polling = False
+        try:
+            self.show_snapshot(message.snapshot)
+        except Exception as e:  # must not take the UI down; the next tick retries
             self.query_one("#run-title", Static).update(f"[b]run[/b] {self.run.path}  [red]read error: {escape(str(e))}[/red]")
+        if self.poll_again:
+            self.start_poll()
 
-    def _poll(self) -> None:
-        from wm.status import stage_rows
-
-        cfg = None
-        try:
-            cfg = self.run.load_config()
-        except Exception:  # a config.yaml being rewritten; next tick
-            pass
-        env = f"  env {cfg.env.name}" if cfg is not None and "env" in cfg else "  (new run: no config.yaml yet)"
-        self.query_one("#run-title", Static).update(f"[b]run[/b] {self.run.path}{env}")
+    def show_snapshot(self, snap: RunSnapshot) -> None:
+        """Update the title, the stage table (with this UI's own processes) and the selected stage's panes."""
+        title = f"[b]run[/b] {self.run.path}{snap.env}"
+        if snap.error is not None:
+            title += f"  [red]read error: {escape(snap.error)}[/red]"
+        self.query_one("#run-title", Static).update(title)
         table = self.query_one("#stages", DataTable)
-        for verb, state, figs in stage_rows(self.run):
+        for verb, state, figs in snap.rows or ():
             proc = self.app.process(self.run.path, verb)
             mark = ""
             if proc is not None and proc.running:
@@ -124,14 +190,13 @@ class RunScreen(Screen[None]):
             table.update_cell(verb, "mark", mark)
             table.update_cell(verb, "state", state)
             table.update_cell(verb, "figs", figures_text(figs))
-        self.poll_metrics()
-
-    def poll_metrics(self) -> None:
-        if self.tail is None:
-            return
-        records = self.tail.read()
-        if records or not self.series.records:
-            self.series.add(records)
+        if snap.verb != self.verb or snap.tail is not self.tail:
+            return  # read for a stage selected before: its metrics and config are not this stage's
+        if snap.config_text != self.config_text:
+            self.config_text = snap.config_text
+            self.query_one("#config-text", Static).update(snap.config_text)
+        if snap.records or not self.series.records:
+            self.series.add(snap.records)
             self.show_metrics()
 
     def show_metrics(self) -> None:
@@ -167,21 +232,13 @@ class RunScreen(Screen[None]):
     def select(self, verb: str) -> None:
         """Show `verb`'s output, metrics, log file and config in the panes."""
         self.verb = verb
-        self.tail = MetricsTail(self.run.metrics_path(verb))
+        self.tail = MetricsTail(self.run.metrics_path(verb))  # read only by the poll worker from now on
         self.series = Series()
+        self.config_text = None
         self.show_metrics()
-        self.poll_metrics()
         self.follow_output()
         self.follow_logfile()
-        cfg_text = "(no config.yaml yet: the first launched stage writes it)"
-        if self.run.config_path.exists():
-            from tui.model import config_excerpt
-
-            try:
-                cfg_text = config_excerpt(self.run.load_config(), verb)
-            except Exception as e:
-                cfg_text = f"cannot read {self.run.config_path}: {e}"
-        self.query_one("#config-text", Static).update(cfg_text)
+        self.poll()  # its metrics and config arrive with the next snapshot
 
     def console_path(self, verb: str) -> Path:
         return self.run.path / "logs" / f"{stage(verb).name}.console"
@@ -200,12 +257,15 @@ class RunScreen(Screen[None]):
         self.query_one("#panes", TabbedContent).active = pane
 
     def action_back(self) -> None:
-        self.app.pop_screen()
+        self.dismiss()  # the screen's workers and timer stop as it is removed
 
     def action_launch(self) -> None:
         self._open_form(resume=False)
 
     def action_resume(self) -> None:
+        if self.verb not in self.states:
+            self.notify("reading the run directory: try again in a moment", severity="warning")
+            return
         if self.states.get(self.verb) != "resumable":
             self.notify(f"{self.verb} is {self.states.get(self.verb)}: nothing to resume (l launches)", severity="warning")
             return
@@ -223,38 +283,19 @@ class RunScreen(Screen[None]):
             self.notify(f"cannot read configs/: {e}", severity="error")
             return
 
-        def launched(req: LaunchRequest | None) -> None:
-            if req is not None:
-                self.start(req)
+        def answered(req: LaunchRequest | None) -> None:
+            if req is not None:  # the app owns the processes: it launches, then calls self.launched
+                self.post_message(self.Launch(self, req, self.console_path(req.verb)))
 
-        self.app.push_screen(LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), launched)
+        self.app.push_screen(LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), answered)
 
-    def start(self, req: LaunchRequest) -> None:
-        """Launch `req` as a subprocess and show its output."""
-        try:
-            proc = self.app.launch(self.run.path, req, self.console_path(req.verb))
-        except (OSError, ValueError) as e:
-            self.notify(f"cannot launch {req.verb}: {e}", severity="error")
-            return
-        self.notify(f"launched {req.verb} (pid {proc.pid})")
+    def launched(self, verb: str) -> None:
+        """Called by the app once it has launched `verb`: show its output and read the new state."""
         self.action_tab("output")
-        if req.verb == self.verb:
+        if verb == self.verb:
             self.follow_output()
         self.poll()
 
     def action_stop(self) -> None:
-        """SIGTERM the selected stage's process group: ours, or the LOCK holder's (a stage left running)."""
-        from tui.process import process_group, signal_group
-
-        proc = self.app.process(self.run.path, self.verb)
-        if proc is not None and proc.running:
-            proc.stop()
-            self.notify(f"sent SIGTERM to {self.verb} (process group {proc.pid})")
-        else:
-            pid = self.run.lock_owner(self.verb)
-            pgid = process_group(pid) if pid else None
-            if pgid is not None and signal_group(pgid):
-                self.notify(f"sent SIGTERM to {self.verb} (process group {pgid}, not launched from this UI)")
-            else:
-                self.notify(f"{self.verb} is not running", severity="warning")
-        self.poll()
+        """Ask the app to SIGTERM the selected stage's process group: ours, or the LOCK holder's (a stage left running)."""
+        self.post_message(self.Stop(self, self.verb))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from textual import work
@@ -12,11 +13,20 @@ from tui.process import follow
 TAIL_BYTES = 64_000  # how much of an existing file is shown when following starts
 
 
+def _size(path: Path) -> int | None:
+    """The size of `path`, or None if it does not exist."""
+    try:
+        return path.stat().st_size
+    except OSError:  # missing (or unreadable: shown as missing, as Path.exists would)
+        return None
+
+
 class FollowLog(Log):
     """Shows the end of a file and then every line appended to it; memory is bounded by `max_lines`.
 
     `follow(path)` replaces whatever was followed before (one exclusive worker per widget), so switching
-    stages never leaves a stale reader behind; the worker dies with the widget.
+    stages never leaves a stale reader behind; the worker dies with the widget. The reads themselves run in a
+    thread (`process.follow`), one at a time.
     """
 
     def __init__(self, max_lines: int = 2000, poll: float = 0.1, *, id: str | None = None):
@@ -29,9 +39,10 @@ class FollowLog(Log):
         """Clear the pane, show the last TAIL_BYTES of `path` (or `empty` if it does not exist), then follow it."""
         self.path = Path(path)
         self.clear()
+        size = await asyncio.to_thread(_size, self.path)  # file system calls run in a thread, never on the UI loop
         offset = 0
-        if self.path.exists():
-            offset = max(0, self.path.stat().st_size - TAIL_BYTES)
+        if size is not None:
+            offset = max(0, size - TAIL_BYTES)
             if offset:
                 self.write_line(f"… (showing the end of {self.path})")
         elif empty:

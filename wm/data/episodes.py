@@ -191,7 +191,8 @@ class Checked:
             return
         first = f" (first: {self.bad[0]})" if self.bad else ""
         raise EpisodeError(f"{n_bad} of {self.total} {noun} files in {self.folder} are bad, more than "
-                           f"data.max_bad_share={max_bad_share:g} allows{first}; `python -m wm data check` lists them: "
+                           f"data.max_bad_share={max_bad_share:g} allows{first}; `python -m wm data check --run {self.folder.parent}` "
+                           "lists them: "
                            "remove or regenerate them, or raise data.max_bad_share")
 
 

@@ -36,14 +36,23 @@ def epoch_order(paths: Sequence[Path], seed: int, epoch: int) -> list[Path]:
     return [paths[i] for i in perm]
 
 
-def load_obs(path: str | bytes) -> np.ndarray:
-    """The frames of one episode file; a file that cannot be read yields no frames (it was checked at start-up)."""
+def load_obs(path: str | bytes, frame_shape=(64, 64, 3), failures: dict[str, str] | None = None) -> np.ndarray:
+    """The frames of one episode file. Its headers were checked at start-up (`wm.data.episodes.check_folder`); a
+    file whose frames still fail to decompress, or do not have `frame_shape`, yields no frames and is recorded in
+    `failures` (path -> one-line reason), which the stage names and counts: nothing is skipped silently."""
     if isinstance(path, bytes):
         path = path.decode()
     try:
-        return read_episode(path, keys=("obs",))["obs"]
-    except EpisodeError:
-        return np.zeros((0, 64, 64, 3), np.uint8)
+        obs = read_episode(path, keys=("obs",))["obs"]
+    except EpisodeError as e:
+        reason = str(e)
+    else:
+        if obs.shape[1:] == tuple(frame_shape):
+            return obs
+        reason = f"{path}: obs frames are {obs.shape[1:]}, expected {tuple(frame_shape)}"
+    if failures is not None:
+        failures[path] = reason
+    return np.zeros((0, *frame_shape), np.uint8)
 
 
 def batches_per_epoch(frames: int, batch_size: int) -> int:
@@ -52,7 +61,8 @@ def batches_per_epoch(frames: int, batch_size: int) -> int:
 
 
 def frame_dataset(paths: Sequence[Path], batch_size: int, *, seed: int = 0, epoch: int = 0, shuffle_buffer: int = 0,
-                  skip_batches: int = 0, cycle: int = 4, drop_remainder: bool = True, frame_shape=(64, 64, 3)):
+                  skip_batches: int = 0, cycle: int = 4, drop_remainder: bool = True, frame_shape=(64, 64, 3),
+                  failures: dict[str, str] | None = None):
     """A `tf.data.Dataset` of uint8 (B, 64, 64, 3) batches over the frames of `paths`.
 
     Args:
@@ -60,14 +70,17 @@ def frame_dataset(paths: Sequence[Path], batch_size: int, *, seed: int = 0, epoc
         seed, epoch: the file order and the shuffle depend on them only, so the stream is reproducible.
         skip_batches: batches already consumed in this epoch (resume mid-epoch).
         cycle: episode files decoded in parallel and interleaved.
+        failures: filled with path -> reason for files whose frames cannot be read (see `load_obs`).
     """
     import tensorflow as tf
 
     order = epoch_order(paths, seed, epoch) if shuffle_buffer > 0 else list(paths)
     files = tf.data.Dataset.from_tensor_slices([str(p) for p in order])
 
+    frame_shape = tuple(int(d) for d in frame_shape)
+
     def episode_frames(path):
-        obs = tf.numpy_function(load_obs, [path], tf.uint8, stateful=False)
+        obs = tf.numpy_function(lambda p: load_obs(p, frame_shape, failures), [path], tf.uint8, stateful=False)
         obs.set_shape((None,) + tuple(frame_shape))
         return tf.data.Dataset.from_tensor_slices(obs)
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.data.episodes import good_episodes, read_episode
+from wm.data.episodes import EpisodeError, check_folder, read_episode
 from wm.errors import WMError
 
 
@@ -41,6 +41,7 @@ class Series:
     action: np.ndarray
     starts: np.ndarray  # (E,) first frame of each episode
     lengths: np.ndarray  # (E,)
+    bad_files: int = 0  # files of the folder skipped as corrupt or misshapen (named in the log)
 
     @property
     def n_episodes(self) -> int:
@@ -51,24 +52,36 @@ class Series:
         return len(self.mu)
 
 
-def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None) -> Series:
-    """Read every good `ep_*.npz` of `folder` (bad files are reported through `log` and skipped)."""
-    mus, lvs, acts = [], [], []
-    for path in good_episodes(folder, log):
-        d = read_episode(path, ("mu", "logvar", "action"))
+def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None, max_bad_share: float = 1.0) -> Series:
+    """Read every good `ep_*.npz` of `folder`.
+
+    Files are judged by the one validation path (`wm.data.episodes.check_folder`: keys, mu/logvar of width z_dim,
+    action of width action_dim, equal lengths): each bad file is named through `log`, skipped and counted in
+    `Series.bad_files`, and more than `max_bad_share` bad files (data.max_bad_share) is refused with EpisodeError.
+    """
+    checked = check_folder(folder, "series", max_bad_share=max_bad_share, log=log, z_dim=z_dim, action_dim=action_dim)
+    mus, lvs, acts, late = [], [], [], 0
+    for path in checked.paths:
+        try:
+            d = read_episode(path, ("mu", "logvar", "action"))
+        except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
+            late += 1
+            if log is not None:
+                log.warning("skipping bad series file: %s", e)
+            continue
         a = d["action"].reshape(len(d["action"]), -1)
-        if d["mu"].ndim != 2 or d["mu"].shape[1] != z_dim or d["logvar"].shape != d["mu"].shape or a.shape[1] != action_dim:
-            raise WMError(f"{path}: mu {d['mu'].shape} / action {a.shape} do not fit z_dim {z_dim}, action_dim {action_dim}")
         if len(a) < 2:
             continue  # a one-frame episode has no target
         mus.append(d["mu"].astype(np.float16))
         lvs.append(d["logvar"].astype(np.float16))
         acts.append(a.astype(np.float32))
+    checked.refuse_if_too_many_bad(max_bad_share, late)
     if not mus:
         raise WMError(f"no usable series episodes in {folder}")
     lengths = np.array([len(m) for m in mus], np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return Series(np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths)
+    return Series(np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths,
+                  bad_files=len(checked.bad) + late)
 
 
 def _assemble(s: Series, idx: np.ndarray, valid: np.ndarray, first: np.ndarray, last: np.ndarray,

@@ -12,7 +12,8 @@ an env seed and a policy generator; the first attempt with more than `collect.mi
 (§1b: ≤ 100-frame Doom episodes are not saved). A slot's file therefore depends only on (run.seed, k) and the
 config, never on the number of workers or on which run of the command wrote it.
 
-Resume: files already in the target range that open are kept; a corrupt one is reported by name and rewritten;
+Resume: files already in the target range that pass the readers' check (`wm.data.episodes.check_file`) are kept;
+a corrupt or misshapen one is reported by name and rewritten;
 leftover `.tmp-*` files of a killed run are removed. Files are written atomically by the workers themselves (a
 writer thread per worker overlaps compression with the next episode; progress counts an episode when it is
 handed to that thread, and the stage re-checks every file on disk before writing DONE).
@@ -30,14 +31,21 @@ from typing import Any
 import numpy as np
 
 from wm.config import Config
-from wm.data.episodes import EpisodeError, episode_index, episode_name, list_episodes, read_episode, write_episode
+from wm.data.episodes import (
+    EpisodeError,
+    check_file,
+    episode_index,
+    episode_name,
+    episode_spec,
+    list_episodes,
+    write_episode,
+)
 from wm.errors import WMError
 from wm.procpool import spawn_map
 from wm.rundir import RunDir
 from wm.seeds import training_seed
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
-QUICK_KEYS = ("done", "seed")  # what resume reads to accept an existing file (small arrays; the zip index is checked)
 
 
 def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.random.Generator]:
@@ -171,13 +179,17 @@ def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
 # ---------------------------------------------------------------- stage
 
 
-def existing(folder: Path, target: int, log=None) -> tuple[dict[int, int], list[int]]:
-    """({slot: length} of good files in range, slots to (re)do); bad files are reported by name."""
+def existing(folder: Path, target: int, log=None, spec: dict | None = None) -> tuple[dict[int, int], list[int]]:
+    """({slot: length} of good files in range, slots to (re)do); bad files are reported by name.
+
+    A file is judged by the readers' own check (`check_file` with `spec`, from `episode_spec(cfg)`), so a file the
+    later stages would skip (a wrong frame size, arrays of different lengths) is regenerated here.
+    """
     good: dict[int, int] = {}
     for path in list_episodes(folder):
         k = episode_index(path)
         try:
-            n = len(read_episode(path, QUICK_KEYS)["done"])
+            n = check_file(path, "episode", **(spec or {}))
         except EpisodeError as e:
             if log is not None:
                 log.warning("bad episode file %s (%s)%s", path.name, e, "; regenerating it" if k < target else "; skipped")
@@ -215,7 +227,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         tmp.unlink(missing_ok=True)
     target = int(cfg.collect.episodes)
     with make_logger(run, "collect") as log:
-        good, todo = existing(folder, target, log)
+        good, todo = existing(folder, target, log, episode_spec(cfg))
         frames = sum(good.values())
         log.info("%s: %d/%d episodes on disk, %d to collect with %d workers (policy %s, preprocess %s)",
                  cfg.env.name, len(good), target, len(todo), workers, cfg.collect.policy, cfg.env.preprocess)
@@ -233,7 +245,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
                 log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
                                         "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
         elapsed = time.perf_counter() - t0
-        good, todo = existing(folder, target)
+        good, todo = existing(folder, target, spec=episode_spec(cfg))
         if todo:
             raise WMError(f"collect: {len(todo)} episode files missing or unreadable after collection (first: "
                           f"{episode_name(todo[0])})")

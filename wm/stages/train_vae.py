@@ -52,7 +52,7 @@ def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[i
 def _preview_frames(paths: list[Path], n: int = 8) -> np.ndarray:
     """n frames spread over the first episodes of `paths`, for the reconstruction grid."""
     frames = []
-    for _k, p in enumerate(paths[:n]):
+    for p in paths:  # the first n episodes, or the next ones where a file's frames do not decompress
         try:
             obs = read_episode(p, keys=("obs",))["obs"]
         except EpisodeError:  # damage inside the frames: the stream names and counts it
