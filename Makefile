@@ -29,8 +29,10 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
+## lint: ruff's lint and format checks (CI runs them before the tests)
 lint: $(STAMP)
 	$(PY) -m ruff check wm tui mpi tests bench
+	$(PY) -m ruff format --check wm tui mpi tests bench
 
 bench: $(STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b; done

@@ -39,8 +39,9 @@ def calibrate_done(m, c, mu0, params, steps: int = 200, n: int = 64, mean_len: f
             a = c.act_tf(p, z, *state)
             out, state = m.step(z, a, state, tf.fill([n], tf.cast(t == 0, tf.float32)))
             logits = logits.write(t, out.done_logit)
-            z = mixture.sample_mixture(out.logmix, out.mu, out.logstd, 1.25, tf.random.uniform(tf.shape(z)),
-                                       tf.random.normal(tf.shape(z)))
+            z = mixture.sample_mixture(
+                out.logmix, out.mu, out.logstd, 1.25, tf.random.uniform(tf.shape(z)), tf.random.normal(tf.shape(z))
+            )
         return logits.stack()
 
     rng = np.random.default_rng(0)
@@ -111,15 +112,28 @@ def main() -> None:
     env_rate = n_env / (time.perf_counter() - t0)
 
     out = {
-        "bench": "dream", "quick": args.quick, "P": p, "K": k, "z": 64, "hidden": 512, "cap": cap, "temperature": 1.25,
-        "controller": "zch/1088", "compact_every": args.compact_every,
-        "mean_episode_len": round(float(lengths.mean()), 1), "max_episode_len": int(lengths.max()),
-        "batched_s_per_generation": round(batched_s, 2), "batched_steps_per_s": round(steps / batched_s),
-        "loop_batch1_steps_per_s": round(loop_rate), "loop_batch1_s_per_generation_extrapolated": round(steps / loop_rate, 1),
-        "env_step_calls_steps_per_s": round(env_rate), "env_step_s_per_generation_extrapolated": round(steps / env_rate, 1),
+        "bench": "dream",
+        "quick": args.quick,
+        "P": p,
+        "K": k,
+        "z": 64,
+        "hidden": 512,
+        "cap": cap,
+        "temperature": 1.25,
+        "controller": "zch/1088",
+        "compact_every": args.compact_every,
+        "mean_episode_len": round(float(lengths.mean()), 1),
+        "max_episode_len": int(lengths.max()),
+        "batched_s_per_generation": round(batched_s, 2),
+        "batched_steps_per_s": round(steps / batched_s),
+        "loop_batch1_steps_per_s": round(loop_rate),
+        "loop_batch1_s_per_generation_extrapolated": round(steps / loop_rate, 1),
+        "env_step_calls_steps_per_s": round(env_rate),
+        "env_step_s_per_generation_extrapolated": round(steps / env_rate, 1),
         "speedup_vs_batch1_graph": round(loop_s and (steps / batched_s) / loop_rate, 1),
         "speedup_vs_env_step_calls": round((steps / batched_s) / env_rate, 1),
-        "compile_s": round(compile_s, 1), "cpus": os.cpu_count(),
+        "compile_s": round(compile_s, 1),
+        "cpus": os.cpu_count(),
     }
     print(json.dumps(out))
 

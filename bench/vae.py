@@ -37,8 +37,14 @@ def make_shards(folder: Path, episodes: int, t: int, seed: int = 0) -> None:
         for k in range(t):
             y, x = rng.integers(0, 44, 2)
             obs[k, y : y + 20, x : x + 20] = rng.integers(0, 256, 3)
-        write_episode(folder / episode_name(i), obs=obs, action=rng.uniform(-1, 1, (t, 1)).astype(np.float32),
-                      reward=np.ones(t, np.float32), done=np.arange(t) == t - 1, seed=np.int64(i))
+        write_episode(
+            folder / episode_name(i),
+            obs=obs,
+            action=rng.uniform(-1, 1, (t, 1)).astype(np.float32),
+            reward=np.ones(t, np.float32),
+            done=np.arange(t) == t - 1,
+            seed=np.int64(i),
+        )
 
 
 def _rss_mb() -> float:
@@ -87,6 +93,7 @@ def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer:
                 perm = rng.permutation(len(data))
                 for i in range(len(data) // batch):
                     yield tf.constant(data[np.sort(perm[i * batch : (i + 1) * batch])])
+
     it = batches()
     for s in range(warmup):
         step_fn(next(it), tf.constant(s, tf.int64))[0].numpy()
@@ -121,15 +128,27 @@ def main() -> None:
                 raise SystemExit(f"{mode} worker failed:\n{proc.stderr[-2000:]}")
             res[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
     s, m, e = res["stream"], res["memory"], res["encode"]
-    print(json.dumps({
-        "quick": quick, "episodes": episodes, "frames": episodes * t, "batch": batch, "z_dim": 64,
-        "shuffle_buffer": buffer, "train_steps_timed": steps,
-        "stream_frames_per_s": round(s["frames_per_s"], 1), "memory_frames_per_s": round(m["frames_per_s"], 1),
-        "stream_over_memory": round(s["frames_per_s"] / m["frames_per_s"], 3),
-        "stream_peak_rss_mb": round(s["peak_rss_mb"], 1), "memory_peak_rss_mb": round(m["peak_rss_mb"], 1),
-        "memory_dataset_mb": round(m["dataset_mb"], 1),
-        "encode_frames_per_s": round(e["frames_per_s"], 1), "cpu_count": os.cpu_count(),
-    }))
+    print(
+        json.dumps(
+            {
+                "quick": quick,
+                "episodes": episodes,
+                "frames": episodes * t,
+                "batch": batch,
+                "z_dim": 64,
+                "shuffle_buffer": buffer,
+                "train_steps_timed": steps,
+                "stream_frames_per_s": round(s["frames_per_s"], 1),
+                "memory_frames_per_s": round(m["frames_per_s"], 1),
+                "stream_over_memory": round(s["frames_per_s"] / m["frames_per_s"], 3),
+                "stream_peak_rss_mb": round(s["peak_rss_mb"], 1),
+                "memory_peak_rss_mb": round(m["peak_rss_mb"], 1),
+                "memory_dataset_mb": round(m["dataset_mb"], 1),
+                "encode_frames_per_s": round(e["frames_per_s"], 1),
+                "cpu_count": os.cpu_count(),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

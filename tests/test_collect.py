@@ -85,11 +85,26 @@ def test_collection_is_deterministic_and_well_formed(tmp_path):
 @pytest.mark.env
 def test_resume_after_kill_keeps_finished_files(tmp_path):
     path = tmp_path / "run"
-    argv = [sys.executable, "-m", "wm", "collect", "--configs", "doom_takecover", "tiny", "--run", str(path),
-            "--set", "env.max_steps=300", "collect.min_length=30", "collect.episodes=10", "collect.workers=1"]
+    argv = [
+        sys.executable,
+        "-m",
+        "wm",
+        "collect",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(path),
+        "--set",
+        "env.max_steps=300",
+        "collect.min_length=30",
+        "collect.episodes=10",
+        "collect.workers=1",
+    ]
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     folder = path / "episodes"
     deadline = time.time() + 60
     try:

@@ -31,7 +31,13 @@ def test_paper_numbers_in_presets():
     assert (car.vae.z_dim, car.mdnrnn.hidden, car.controller.mode, car.controller.bias) == (32, 256, "zh", True)
     assert (doom.vae.z_dim, doom.mdnrnn.hidden, doom.controller.mode, doom.controller.bias) == (64, 512, "zch", False)
     assert doom.dream.temperature == 1.25 and doom.env.doom_skill == 4 and doom.env.max_steps == 2100
-    assert (doom.es.popsize, doom.es.trials, doom.es.sigma0, doom.es.eval_every, doom.es.eval_episodes) == (64, 16, 0.1, 25, 1024)
+    assert (doom.es.popsize, doom.es.trials, doom.es.sigma0, doom.es.eval_every, doom.es.eval_episodes) == (
+        64,
+        16,
+        0.1,
+        25,
+        1024,
+    )
     assert doom.vae.lr == 1e-4 and doom.vae.adam_eps == 1e-8 and doom.vae.kl_tolerance == 0.5
     assert car.mdnrnn.steps == 4000 and car.mdnrnn.lr_decay == 1.0 and doom.mdnrnn.epochs == 400
 

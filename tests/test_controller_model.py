@@ -35,7 +35,9 @@ def test_doom_layout_zch_order_no_bias():
     rng = np.random.default_rng(1)
     p = rng.normal(size=1088).astype(np.float32) * 0.05
     z, cc, h = rng.normal(size=64), rng.normal(size=512), rng.normal(size=512)
-    np.testing.assert_allclose(c.act(p, z, cc, h), np.tanh(np.concatenate([z, cc, h]) @ p.reshape(1088, 1)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        c.act(p, z, cc, h), np.tanh(np.concatenate([z, cc, h]) @ p.reshape(1088, 1)), rtol=1e-4, atol=1e-5
+    )
 
 
 def test_z_hidden_layout():
@@ -70,8 +72,15 @@ def test_batched_numpy_and_tf_agree(mode, bias):
 def test_car_postprocessing_and_from_config():
     a = np.array([[-0.5, -1.0, -0.3], [0.9, 1.0, 0.7]], np.float32)
     np.testing.assert_allclose(car_action(a), [[-0.5, 0.0, 0.0], [0.9, 1.0, 0.7]])
-    car = update(defaults(), {"env": {"name": "carracing"}, "vae": {"z_dim": 32}, "mdnrnn": {"hidden": 256},
-                              "controller": {"mode": "zh", "bias": True}})
+    car = update(
+        defaults(),
+        {
+            "env": {"name": "carracing"},
+            "vae": {"z_dim": 32},
+            "mdnrnn": {"hidden": 256},
+            "controller": {"mode": "zh", "bias": True},
+        },
+    )
     c = Controller.from_config(car, 3)
     assert c.n_params == 867 and c.car_actions
     doom = update(defaults(), {"vae": {"z_dim": 64}})

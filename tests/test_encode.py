@@ -79,7 +79,9 @@ def test_encode_resumes_per_episode(tmp_path):
     assert kept.stat().st_mtime == 1  # valid output left alone
     for i in (1, 2):
         assert read_episode(series / episode_name(i), ("mu",))["mu"].shape == (20, 32)
-    np.testing.assert_allclose(np.load(series / "initial_z.npz")["mu"], init_before, rtol=1e-4, atol=1e-6)  # batch-size round-off
+    np.testing.assert_allclose(
+        np.load(series / "initial_z.npz")["mu"], init_before, rtol=1e-4, atol=1e-6
+    )  # batch-size round-off
     assert run.is_done("encode")
 
 

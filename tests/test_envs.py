@@ -48,7 +48,7 @@ def ref_resize(img: np.ndarray, size: int) -> np.ndarray:
     def one_axis(a: np.ndarray, out_size: int) -> np.ndarray:  # resample axis 0
         res = np.empty((out_size,) + a.shape[1:], dtype=np.uint8)
         for i, (lo, k) in enumerate(_pil_bilinear_coeffs(a.shape[0], out_size)):
-            acc = (1 << 21) + np.tensordot(k, a[lo:lo + len(k)].astype(np.int64), axes=(0, 0))
+            acc = (1 << 21) + np.tensordot(k, a[lo : lo + len(k)].astype(np.int64), axes=(0, 0))
             res[i] = np.clip(acc >> 22, 0, 255)
         return res
 
@@ -202,13 +202,17 @@ def test_make_policy_from_config():
 def test_doom_frames_cap_and_skill(mode):
     from wm.envs import make_env
 
-    env = make_env(load(["doom_takecover"], [f"env.preprocess={mode}", "env.max_steps=5", "env.doom_skill=5"]), seed=1, keep_raw=True)
+    env = make_env(
+        load(["doom_takecover"], [f"env.preprocess={mode}", "env.max_steps=5", "env.doom_skill=5"]), seed=1, keep_raw=True
+    )
     try:
         assert env.game.get_doom_skill() == 5  # the configured skill reaches the game (not the cfg file's 4)
         assert env.action_space.shape == (1,) and env.action_space.low[0] == -1 and env.action_space.high[0] == 1
         obs, info = env.reset()
         assert obs.shape == (64, 64, 3) and obs.dtype == np.uint8 and info["raw"].shape == (240, 320, 3)
-        np.testing.assert_array_equal(obs, ha2018(info["raw"], DOOM_CROP) if mode == "ha2018" else clean(info["raw"], DOOM_CROP))
+        np.testing.assert_array_equal(
+            obs, ha2018(info["raw"], DOOM_CROP) if mode == "ha2018" else clean(info["raw"], DOOM_CROP)
+        )
         for _ in range(5):
             obs, r, term, trunc, info = env.step(np.array([0.0], np.float32))
             assert obs.shape == (64, 64, 3) and info["raw"].dtype == np.uint8 and r == 1.0
@@ -241,6 +245,7 @@ def test_doom_action_directions_and_determinism():
     env = make_env(load(["doom_takecover"], ["env.max_steps=40"]))
     g = env.game
     try:
+
         def displacement(a: float) -> float:
             """Movement along the player's right-hand direction after 8 steps of action a."""
             env.reset(seed=3)

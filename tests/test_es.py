@@ -112,8 +112,22 @@ def test_resume_equivalence(tmp_path):
         assert f["params"].shape == (192,) and int(f["generation"]) in (2, 4)
         assert float(f["score"]) == max(r["es/eval_best"] for r in history(b) if "es/eval_best" in r)
     keys = set(read_jsonl(b.metrics_path("train-controller"))[-1])
-    assert {"es/generation", "es/elapsed", "es/mean", "es/min", "es/max", "es/std", "es/best", "es/sigma", "es/len_mean",
-            "es/len_max", "es/evals_per_s", "es/eval_mean", "es/eval_std", "es/eval_best"} <= keys
+    assert {
+        "es/generation",
+        "es/elapsed",
+        "es/mean",
+        "es/min",
+        "es/max",
+        "es/std",
+        "es/best",
+        "es/sigma",
+        "es/len_mean",
+        "es/len_max",
+        "es/evals_per_s",
+        "es/eval_mean",
+        "es/eval_std",
+        "es/eval_best",
+    } <= keys
 
 
 def test_toy_stage_improves(tmp_path):

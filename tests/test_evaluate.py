@@ -19,8 +19,16 @@ from wm.errors import WMError
 from wm.rundir import RunDir
 from wm.stages import evaluate as E
 
-SETS = ["env.max_steps=24", "dream.max_steps=24", "evaluate.episodes=3", "evaluate.workers=1", "evaluate.gif_stride=2",
-        "evaluate.seed=500", "es.real_envs_per_worker=2", "evaluate.temperatures=[0.5, 1.15]"]
+SETS = [
+    "env.max_steps=24",
+    "dream.max_steps=24",
+    "evaluate.episodes=3",
+    "evaluate.workers=1",
+    "evaluate.gif_stride=2",
+    "evaluate.seed=500",
+    "es.real_envs_per_worker=2",
+    "evaluate.temperatures=[0.5, 1.15]",
+]
 
 
 def _args(**kw) -> argparse.Namespace:
@@ -51,11 +59,18 @@ def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
     save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
     rng = np.random.default_rng(0)
-    atomic_savez(run.stage_dir("encode") / "initial_z.npz", mu=rng.standard_normal((5, z)).astype(np.float32),
-                 logvar=np.full((5, z), -2.0, np.float32))
+    atomic_savez(
+        run.stage_dir("encode") / "initial_z.npz",
+        mu=rng.standard_normal((5, z)).astype(np.float32),
+        logvar=np.full((5, z), -2.0, np.float32),
+    )
     n = Controller.from_config(cfg, 1).n_params
-    atomic_savez(run.stage_dir("train-controller") / "best.npz", params=rng.standard_normal(n).astype(np.float32) * 0.1,
-                 score=np.float64(1.0), generation=np.int64(1))
+    atomic_savez(
+        run.stage_dir("train-controller") / "best.npz",
+        params=rng.standard_normal(n).astype(np.float32) * 0.1,
+        score=np.float64(1.0),
+        generation=np.int64(1),
+    )
     return cfg, run
 
 
@@ -111,8 +126,24 @@ def test_episode_panels_shape():
 def test_random_baseline_needs_no_model(tmp_path, repo_root):
     """`--random` in a fresh run dir (nothing trained) through the CLI, with 2 worker processes."""
     run = tmp_path / "fresh"
-    cmd = [sys.executable, "-m", "wm", "evaluate", "--configs", "doom_takecover", "tiny", "--run", str(run), "--random",
-           "--episodes", "3", "--set", "env.max_steps=30", "evaluate.workers=2", "evaluate.gif_episodes=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "wm",
+        "evaluate",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(run),
+        "--random",
+        "--episodes",
+        "3",
+        "--set",
+        "env.max_steps=30",
+        "evaluate.workers=2",
+        "evaluate.gif_episodes=0",
+    ]
     res = subprocess.run(cmd, capture_output=True, text=True, cwd=repo_root, timeout=300)
     assert res.returncode == 0, res.stderr
     s = json.loads((run / "eval/random/summary.json").read_text())

@@ -24,8 +24,14 @@ from wm.data.episodes import episode_name, list_episodes, read_episode, write_ep
 from wm.errors import WMError
 from wm.rundir import RunDir, atomic_write_bytes, read_jsonl
 
-VAE_SETS = ["vae.batch_size=20", "vae.epochs=1", "vae.shuffle_buffer=100", "vae.checkpoint_every=2",
-            "vae.val_fraction=0.2", "vae.val_max_frames=0"]
+VAE_SETS = [
+    "vae.batch_size=20",
+    "vae.epochs=1",
+    "vae.shuffle_buffer=100",
+    "vae.checkpoint_every=2",
+    "vae.val_fraction=0.2",
+    "vae.val_max_frames=0",
+]
 
 
 def _rewrite(path: Path, **changes) -> None:
@@ -55,21 +61,29 @@ def _train_vae(cfg, run, **kw):
 # ---------------------------------------------------------------- 1, 2: one validation path, named and counted
 
 
-@pytest.mark.parametrize("defect, expect", [
-    ("obs_shape", r"ep_000000\.npz: obs must be uint8 \(T, 64, 64, 3\), got uint8 \(8, 32, 32, 3\)"),
-    ("obs_dtype", r"obs must be uint8 \(T, 64, 64, 3\), got float32 \(8, 64, 64, 3\)"),
-    ("length", r"arrays disagree on length \{'obs': 8, 'action': 7, 'reward': 8, 'done': 8\}"),
-    ("missing", r"missing arrays \['reward'\]"),
-    ("action", r"action must be float \(T, 1\), got float32 \(8, 3\)"),
-    ("empty", r"holds no steps"),
-    ("truncated", r"unreadable episode file \(BadZipFile"),
-])
+@pytest.mark.parametrize(
+    "defect, expect",
+    [
+        ("obs_shape", r"ep_000000\.npz: obs must be uint8 \(T, 64, 64, 3\), got uint8 \(8, 32, 32, 3\)"),
+        ("obs_dtype", r"obs must be uint8 \(T, 64, 64, 3\), got float32 \(8, 64, 64, 3\)"),
+        ("length", r"arrays disagree on length \{'obs': 8, 'action': 7, 'reward': 8, 'done': 8\}"),
+        ("missing", r"missing arrays \['reward'\]"),
+        ("action", r"action must be float \(T, 1\), got float32 \(8, 3\)"),
+        ("empty", r"holds no steps"),
+        ("truncated", r"unreadable episode file \(BadZipFile"),
+    ],
+)
 def test_check_file_names_what_is_wrong(tmp_path, defect, expect):
     from wm.data.episodes import check_file
 
     t = 0 if defect == "empty" else 8
-    ep = {"obs": np.zeros((t, 64, 64, 3), np.uint8), "action": np.zeros((t, 1), np.float32),
-          "reward": np.zeros(t, np.float32), "done": np.zeros(t, bool), "seed": np.int64(0)}
+    ep = {
+        "obs": np.zeros((t, 64, 64, 3), np.uint8),
+        "action": np.zeros((t, 1), np.float32),
+        "reward": np.zeros(t, np.float32),
+        "done": np.zeros(t, bool),
+        "seed": np.int64(0),
+    }
     if defect == "obs_shape":
         ep["obs"] = np.zeros((t, 32, 32, 3), np.uint8)
     elif defect == "obs_dtype":
@@ -92,13 +106,25 @@ def test_check_file_series_against_z_dim(tmp_path):
     from wm.data.episodes import check_file
 
     path = tmp_path / episode_name(0)
-    write_episode(path, mu=np.zeros((5, 8), np.float16), logvar=np.zeros((5, 8), np.float16),
-                  action=np.zeros((5, 1), np.float32), reward=np.zeros(5, np.float32), done=np.zeros(5, bool))
+    write_episode(
+        path,
+        mu=np.zeros((5, 8), np.float16),
+        logvar=np.zeros((5, 8), np.float16),
+        action=np.zeros((5, 1), np.float32),
+        reward=np.zeros(5, np.float32),
+        done=np.zeros(5, bool),
+    )
     assert check_file(path, "series", z_dim=8, action_dim=1) == 5
     with pytest.raises(WMError, match=r"mu must be float \(T, 4\), got float16 \(5, 8\)"):
         check_file(path, "series", z_dim=4)
-    write_episode(path, mu=np.zeros((5, 8), np.float16), logvar=np.zeros((5, 7), np.float16),
-                  action=np.zeros((5, 1), np.float32), reward=np.zeros(5, np.float32), done=np.zeros(5, bool))
+    write_episode(
+        path,
+        mu=np.zeros((5, 8), np.float16),
+        logvar=np.zeros((5, 7), np.float16),
+        action=np.zeros((5, 1), np.float32),
+        reward=np.zeros(5, np.float32),
+        done=np.zeros(5, bool),
+    )
     with pytest.raises(WMError, match=r"logvar must be float \(5, 8\) like mu, got float16 \(5, 7\)"):
         check_file(path, "series", z_dim=8)
 
@@ -118,8 +144,14 @@ def test_series_reader_skips_counts_and_refuses(tmp_path):
     from wm.data.sequences import load_series
 
     def series(i, z=4, n=6):
-        write_episode(tmp_path / episode_name(i), mu=np.zeros((n, z), np.float16), logvar=np.zeros((n, z), np.float16),
-                      action=np.zeros((n, 1), np.float32), reward=np.zeros(n, np.float32), done=np.zeros(n, bool))
+        write_episode(
+            tmp_path / episode_name(i),
+            mu=np.zeros((n, z), np.float16),
+            logvar=np.zeros((n, z), np.float16),
+            action=np.zeros((n, 1), np.float32),
+            reward=np.zeros(n, np.float32),
+            done=np.zeros(n, bool),
+        )
 
     for i in range(10):
         series(i)
@@ -139,7 +171,9 @@ def test_train_vae_skips_and_counts_a_misshapen_file(tmp_path):
     assert info["bad_files"] == 1 and info["train_episodes"] + info["val_episodes"] == 9
     recs = [r for r in read_jsonl(run.metrics_path("train-vae")) if "vae/bad_files" in r]
     assert recs and recs[-1]["vae/bad_files"] == 1
-    assert "ep_000003.npz: obs must be uint8 (T, 64, 64, 3), got uint8 (20, 32, 32, 3)" in run.log_path("train-vae").read_text()
+    assert (
+        "ep_000003.npz: obs must be uint8 (T, 64, 64, 3), got uint8 (20, 32, 32, 3)" in run.log_path("train-vae").read_text()
+    )
 
 
 def test_train_vae_counts_damage_found_inside_the_frames(tmp_path):
@@ -247,8 +281,11 @@ def test_failed_write_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(Path, "write_bytes", full)
-    with pytest.raises(WriteError, match=r"^cannot write .*checkpoint\.npz: \[Errno 28\] No space left on device; "
-                                         r"nothing was lost: free some space, then rerun the same command to resume$"):
+    with pytest.raises(
+        WriteError,
+        match=r"^cannot write .*checkpoint\.npz: \[Errno 28\] No space left on device; "
+        r"nothing was lost: free some space, then rerun the same command to resume$",
+    ):
         atomic_write_bytes(target, b"new")
     monkeypatch.undo()
     assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["checkpoint.npz"]
@@ -308,15 +345,19 @@ def test_full_disk_for_logs_and_metrics_is_one_line_without_logging_tracebacks(t
     monkeypatch.setattr(Logger, "scalars", scalars)
     assert cli.main(["train-vae", "--run", str(run.path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"error: cannot write a file in {run.path}: [Errno 28] No space left on device; nothing was lost: "
-                   "free some space, then rerun the same command to resume"], err
+    assert err == [
+        f"error: cannot write a file in {run.path}: [Errno 28] No space left on device; nothing was lost: "
+        "free some space, then rerun the same command to resume"
+    ], err
 
 
 def _mount_tmpfs(path: Path, size: str) -> bool:
     path.mkdir(parents=True, exist_ok=True)
     try:
-        return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                              capture_output=True).returncode == 0
+        return (
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode
+            == 0
+        )
     except OSError:
         return False
 
@@ -360,8 +401,18 @@ def test_a_failed_write_in_a_worker_process_comes_back_as_one_error(tmp_path):
 @pytest.mark.env
 def test_collect_write_failure_is_one_line_and_the_rerun_completes(tmp_path, capsys):
     run = tmp_path / "r"
-    args = ["collect", "--configs", "doom_takecover", "tiny", "--run", str(run), "--set", "collect.episodes=3",
-            "collect.workers=1", "env.max_steps=60"]
+    args = [
+        "collect",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(run),
+        "--set",
+        "collect.episodes=3",
+        "collect.workers=1",
+        "env.max_steps=60",
+    ]
     (run / "episodes" / episode_name(1) / "in-the-way").mkdir(parents=True)
     assert cli.main(args) == 2  # before the fix: a 49-line traceback from the worker process
     err = capsys.readouterr().err.strip().splitlines()

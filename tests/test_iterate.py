@@ -34,12 +34,23 @@ def test_round_config_chains_rounds():
 def _fake_base(path, cfg, done=("collect", "train-vae", "encode", "train-mdnrnn", "train-controller")) -> RunDir:
     run = RunDir(path)
     run.bind_config(cfg)
-    ep = {"obs": np.zeros((3, 64, 64, 3), np.uint8), "action": np.zeros((3, 1), np.float32),
-          "reward": np.ones(3, np.float32), "done": np.array([0, 0, 1], bool), "seed": np.int64(1)}
+    ep = {
+        "obs": np.zeros((3, 64, 64, 3), np.uint8),
+        "action": np.zeros((3, 1), np.float32),
+        "reward": np.ones(3, np.float32),
+        "done": np.array([0, 0, 1], bool),
+        "seed": np.int64(1),
+    }
     for i in range(2):
         write_episode(run.stage_dir("collect") / f"ep_{i:06d}.npz", **ep)
-        write_episode(run.stage_dir("encode") / f"ep_{i:06d}.npz", mu=np.zeros((3, 64), np.float16),
-                      logvar=np.zeros((3, 64), np.float16), action=ep["action"], reward=ep["reward"], done=ep["done"])
+        write_episode(
+            run.stage_dir("encode") / f"ep_{i:06d}.npz",
+            mu=np.zeros((3, 64), np.float16),
+            logvar=np.zeros((3, 64), np.float16),
+            action=ep["action"],
+            reward=ep["reward"],
+            done=ep["done"],
+        )
     run.stage_dir("train-vae").mkdir(parents=True, exist_ok=True)
     (run.stage_dir("train-vae") / "vae.weights.h5").write_bytes(b"weights")
     for verb in done:
@@ -154,7 +165,12 @@ def test_pipeline_force_refuses_to_orphan_rounds(tmp_path, repo_root):
     base = _fake_base(tmp_path / "run", cfg)
     prepare_round(base, cfg, 1)
     before = sorted(p.relative_to(base.path) for p in base.path.rglob("*"))
-    proc = subprocess.run([sys.executable, "-m", "wm", "pipeline", "--run", str(base.path), "--force"], cwd=repo_root,
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "wm", "pipeline", "--run", str(base.path), "--force"],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode != 0 and "--force would redo" in proc.stderr and "round1" in proc.stderr
     assert sorted(p.relative_to(base.path) for p in base.path.rglob("*")) == before and base.is_done("collect")

@@ -133,8 +133,9 @@ def test_done_loss_weights_positives_ten_times():
     ref = np.mean(10 * y * sp + (1 - y) * (x + sp))
     np.testing.assert_allclose(got, ref, rtol=1e-5)
     mask = tf.constant([1.0, 1.0, 0.0, 0.0])
-    np.testing.assert_allclose(float(mixture.weighted_done_loss(logit, target, mask)), np.mean((10 * y * sp + (1 - y) * (x + sp))[:2]),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        float(mixture.weighted_done_loss(logit, target, mask)), np.mean((10 * y * sp + (1 - y) * (x + sp))[:2]), rtol=1e-5
+    )
 
 
 def test_lr_schedule_and_optimizer_settings():
@@ -173,8 +174,14 @@ def _write_series(folder, lengths, z_dim=4, a_dim=1, seed=0):
             z[t + 1] = 0.9 * np.roll(z[t], 1) + 0.5 * a[t, 0]
         done = np.zeros(n, bool)
         done[-1] = True
-        write_episode(folder / episode_name(i), mu=z.astype(np.float16), logvar=np.full((n, z_dim), -8, np.float16), action=a,
-                      reward=np.ones(n, np.float32), done=done)
+        write_episode(
+            folder / episode_name(i),
+            mu=z.astype(np.float16),
+            logvar=np.full((n, z_dim), -8, np.float16),
+            action=a,
+            reward=np.ones(n, np.float32),
+            done=done,
+        )
     atomic_savez(folder / "initial_z.npz", mu=np.zeros((2, z_dim), np.float32), logvar=np.zeros((2, z_dim), np.float32))
 
 
@@ -203,7 +210,9 @@ def test_stream_and_episode_batches(tmp_path):
     b = eb.batch(0)
     assert b["z"].shape == (3, 10, 4)
     n_frames = b["done_mask"].sum(1)
-    assert sorted(n_frames) == [5, 7, 9] and (b["z_mask"].sum(1) == n_frames - 1).all() and (b["done_target"].sum(1) == 1).all()
+    assert (
+        sorted(n_frames) == [5, 7, 9] and (b["z_mask"].sum(1) == n_frames - 1).all() and (b["done_target"].sum(1) == 1).all()
+    )
     eb2 = EpisodeBatches(s, batch_size=3, seq_len=9, seed=0, predict_done=False)
     assert eb2.batch(0)["z"].shape == (3, 9, 4)  # 9-frame window: 8 inputs → 8 targets (999 → 999 for Car)
     np.testing.assert_array_equal(eb.batch(5)["z"], eb.batch(5)["z"])  # a function of (seed, step)
@@ -221,8 +230,14 @@ def test_learning_sanity_nll_falls():
     m = MDNRNN(zd, 1, 32, num_mixtures=3, predict_done=False)
     opt = make_optimizer(1e-2, 1e-5, 1.0)
     step = make_train_step(m, opt)
-    batch = {"z": tf.constant(z), "action": tf.constant(a), "z_mask": tf.ones((b, t)),
-             "restart": tf.zeros((b, t)), "done_target": tf.zeros((b, t)), "done_mask": tf.ones((b, t))}
+    batch = {
+        "z": tf.constant(z),
+        "action": tf.constant(a),
+        "z_mask": tf.ones((b, t)),
+        "restart": tf.zeros((b, t)),
+        "done_target": tf.zeros((b, t)),
+        "done_mask": tf.ones((b, t)),
+    }
     first = None
     for _ in range(300):
         nll, _, _ = step(batch, m.initial_state(b))
@@ -239,8 +254,14 @@ def test_done_head_learns_episode_ends():
     a = (done[..., None] * 2 - 1).astype(np.float32)  # the action reveals the end
     m = MDNRNN(2, 1, 16, num_mixtures=2, predict_done=True)
     step = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0), done_weight=10.0)
-    batch = {"z": tf.constant(z), "action": tf.constant(a), "z_mask": tf.ones((b, t)), "restart": tf.zeros((b, t)),
-             "done_target": tf.constant(done), "done_mask": tf.ones((b, t))}
+    batch = {
+        "z": tf.constant(z),
+        "action": tf.constant(a),
+        "z_mask": tf.ones((b, t)),
+        "restart": tf.zeros((b, t)),
+        "done_target": tf.constant(done),
+        "done_mask": tf.ones((b, t)),
+    }
     for _ in range(150):
         step(batch, m.initial_state(b))
     out, _ = m(tf.constant(z[:, :-1]), tf.constant(a), tf.zeros((b, t)))
@@ -248,10 +269,26 @@ def test_done_head_learns_episode_ends():
 
 
 def _stage_run(tmp_path, batching, **over):
-    cfg = update(defaults(), {"env": {"name": "doom_takecover"}, "vae": {"z_dim": 4},
-                              "mdnrnn": {"hidden": 8, "num_mixtures": 2, "batching": batching, "seq_len": 6, "batch_size": 2,
-                                         "epochs": 2, "steps": 4, "checkpoint_every": 2, "preview_episodes": 0,
-                                         "predict_done": True, **over}})
+    cfg = update(
+        defaults(),
+        {
+            "env": {"name": "doom_takecover"},
+            "vae": {"z_dim": 4},
+            "mdnrnn": {
+                "hidden": 8,
+                "num_mixtures": 2,
+                "batching": batching,
+                "seq_len": 6,
+                "batch_size": 2,
+                "epochs": 2,
+                "steps": 4,
+                "checkpoint_every": 2,
+                "preview_episodes": 0,
+                "predict_done": True,
+                **over,
+            },
+        },
+    )
     run = RunDir(tmp_path / "run")
     run.bind_config(cfg)
     _write_series(run.stage_dir("encode"), [13, 9, 17, 11])

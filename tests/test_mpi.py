@@ -4,6 +4,7 @@ gone, and the rerun resumes."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -23,8 +24,23 @@ TIMING = {"es/elapsed", "es/evals_per_s", "time"}
 
 
 def cmd(run: Path, *sets: str, ranks: int = 3) -> list[str]:
-    base = [sys.executable, "-m", "wm", "train-controller", "--configs", "doom_takecover", "tiny", "--run", str(run),
-            "--set", "es.fitness=toy", "es.chunk=2", "es.generations=3", "es.eval_every=2", *sets]
+    base = [
+        sys.executable,
+        "-m",
+        "wm",
+        "train-controller",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(run),
+        "--set",
+        "es.fitness=toy",
+        "es.chunk=2",
+        "es.generations=3",
+        "es.eval_every=2",
+        *sets,
+    ]
     return [MPIRUN, "-n", str(ranks), *base] if ranks > 1 else base
 
 
@@ -71,8 +87,14 @@ def test_raising_and_hanging_tasks(tmp_path, repo_root, serial):
 
 def test_sigterm_checkpoints_stops_every_rank_and_resumes(tmp_path, repo_root):
     run = tmp_path / "mpi"
-    proc = subprocess.Popen(cmd(run, "es.generations=100000", "es.eval_every=1000"), cwd=repo_root, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        cmd(run, "es.generations=100000", "es.eval_every=1000"),
+        cwd=repo_root,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     metrics = RunDir(run).metrics_path("train-controller")
     deadline = time.time() + 60
     while time.time() < deadline and len(read_jsonl(metrics)) < 3:
@@ -89,7 +111,105 @@ def test_sigterm_checkpoints_stops_every_rank_and_resumes(tmp_path, repo_root):
     done = len(history(run))
     assert (run / "controller" / "es_state.pkl").exists() and not RunDir(run).is_done("train-controller")
 
-    p = subprocess.run(cmd(run, f"es.generations={done + 2}", "es.eval_every=1000"), capture_output=True, text=True,
-                       timeout=120, cwd=repo_root)
+    p = subprocess.run(
+        cmd(run, f"es.generations={done + 2}", "es.eval_every=1000"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=repo_root,
+    )
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert [r["es/generation"] for r in history(run)] == list(range(1, done + 3))
+
+
+def test_backoff_grows_with_the_wait_and_stays_bounded(monkeypatch):
+    from mpi import pool
+
+    clock, naps = [0.0], []
+    monkeypatch.setattr(pool.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(pool.time, "sleep", lambda s: (naps.append(s), clock.__setitem__(0, clock[0] + s)))
+    b = pool.Backoff(least=0.001, most=0.02, share=0.1)
+    while clock[0] < 1.0:
+        b.sleep()
+    assert naps[0] == 0.001 and max(naps) == 0.02 and naps == sorted(naps)
+    assert len(naps) < 100  # a 1 s wait: ~70 polls, not the 1000 of a fixed 1 ms
+    b.reset()
+    b.sleep()
+    assert naps[-1] == 0.001  # a message starts the wait afresh
+
+
+def test_stop_check_is_installed_and_restored():
+    from mpi import StopFlag, set_stop_check, should_stop
+    from mpi.pool import PROCESS
+
+    before = PROCESS.stop_check
+    try:
+        set_stop_check(lambda: False)
+        with StopFlag() as flag:
+            assert not should_stop()
+            flag.set()
+            assert should_stop()
+        assert not should_stop()
+    finally:
+        set_stop_check(before)
+
+
+NAP = """
+import json, sys, time
+from mpi import launched_rank
+from mpi.pool_mpi import MPIPool, serve
+
+def nap(ctx, s):
+    time.sleep(s)
+    return s
+
+if launched_rank() > 0:
+    raise SystemExit(serve())
+pool = MPIPool()
+t0, c0 = time.monotonic(), time.process_time()
+assert pool.map(nap, [2.0]) == [2.0]  # one rank sleeps, the other idles
+print(json.dumps({"wall": time.monotonic() - t0, "cpu": time.process_time() - c0}))
+pool.close()
+"""
+
+
+def test_the_master_does_not_burn_cpu_while_it_waits(tmp_path, repo_root):
+    script = tmp_path / "nap.py"
+    script.write_text(NAP)
+    p = subprocess.run(
+        [MPIRUN, "-n", "3", sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=repo_root,
+        env={**os.environ, "PYTHONPATH": str(repo_root)},
+    )
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert 2.0 <= got["wall"] < 2.5  # the result is picked up promptly
+    assert got["cpu"] < 0.03 * got["wall"], got  # polling every 1 ms took ~7 %
+
+
+def test_a_refused_start_releases_the_workers(tmp_path, repo_root):
+    """Rank 0 refuses the run (no M to dream in) before any pool exists: `release_workers` stops the waiting
+    workers at once (they would otherwise give up only after WM_MPI_INIT_TIMEOUT)."""
+    argv = [
+        MPIRUN,
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "wm",
+        "train-controller",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(tmp_path / "run"),
+    ]
+    t0 = time.monotonic()
+    p = subprocess.run(
+        argv, capture_output=True, text=True, timeout=240, cwd=repo_root, env={**os.environ, "WM_MPI_INIT_TIMEOUT": "200"}
+    )
+    assert p.returncode == 2 and "run train-mdnrnn first" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert time.monotonic() - t0 < 100

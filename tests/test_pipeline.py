@@ -25,10 +25,27 @@ pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 
 
 def _pipeline(run: Path, **kw) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--mpi", "3",
-           "--progress-every", "5",
-           "--set", "iterate.rounds=1", "iterate.episodes=3", "iterate.generations=2", "iterate.mdnrnn_epochs=1",
-           "iterate.warm_start_c=true"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "wm",
+        "pipeline",
+        "--configs",
+        "doom_takecover",
+        "tiny",
+        "--run",
+        str(run),
+        "--mpi",
+        "3",
+        "--progress-every",
+        "5",
+        "--set",
+        "iterate.rounds=1",
+        "iterate.episodes=3",
+        "iterate.generations=2",
+        "iterate.mdnrnn_epochs=1",
+        "iterate.warm_start_c=true",
+    ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
 
@@ -72,7 +89,6 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     summary = json.loads((run.path / "eval" / "summary.json").read_text())
     assert summary["episodes"] == 4 and len(summary["seeds"]) == 4
     assert 0 < summary["mean"] <= 300  # survival steps, capped at the tiny preset's 300
-
 
     # one round of iterative training: old data linked, 3 episodes played by the first pass's agent, M and C
     # warm-started from the first pass, the round evaluated on its own

@@ -49,7 +49,7 @@ def _init_marker(folder: str) -> _Marker:
 
 
 def _task(ctx: _Marker, job: tuple[str, str]) -> str:
-    """"meet": wait until two workers are inside a "meet" task; "long": sleep 60 s. Leaves a file when finished."""
+    """ "meet": wait until two workers are inside a "meet" task; "long": sleep 60 s. Leaves a file when finished."""
     folder, kind = Path(job[0]), job[1]
     if kind == "meet":
         (folder / f"{os.getpid()}.met").touch()

@@ -32,7 +32,9 @@ def test_stage_records_are_consistent():
         assert set(s.reads) | set(s.writes) <= set(ARTIFACTS), s.verb
         for key in s.writes:  # a stage writes into its own folder
             assert ARTIFACTS[key][0] == s.verb, (s.verb, key)
-        assert s.key_figures and all(k.startswith(("collect/", "vae/", "encode/", "mdnrnn/", "es/", "eval/")) for k in s.key_figures)
+        assert s.key_figures and all(
+            k.startswith(("collect/", "vae/", "encode/", "mdnrnn/", "es/", "eval/")) for k in s.key_figures
+        )
         assert registry.stage(s.verb) is registry.stage(s.name) is registry.stage(s.dir) is s
     with pytest.raises(KeyError):
         registry.stage("nope")
@@ -126,6 +128,11 @@ def test_sweep_verb_prepares_tau_runs(tmp_path, repo_root):
     import sys
 
     run = tmp_path / "r"
-    res = subprocess.run([sys.executable, "-m", "wm", "sweep", "prepare", "--run", str(run), "--taus", "1.0"],
-                         capture_output=True, text=True, cwd=repo_root, timeout=120)
+    res = subprocess.run(
+        [sys.executable, "-m", "wm", "sweep", "prepare", "--run", str(run), "--taus", "1.0"],
+        capture_output=True,
+        text=True,
+        cwd=repo_root,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stderr.startswith("error: ") and len(res.stderr.strip().splitlines()) == 1

@@ -38,12 +38,26 @@ def _fixture_run(tmp_path, evals: bool = True) -> RunDir:
     save_png(run.stage_dir("train-vae") / "reconstructions.png", np.zeros((10, 10, 3), np.uint8))
     if evals:
         for tag, mode, mean in (("real", "real", 512.0), ("random", "real-random", 205.0)):
-            s = {"episodes": 3, "mean": mean, "std": 10.0, "min": 1.0, "median": 2.0, "max": 3.0, "len_mean": 2.0,
-                 "seeds": [1, 2, 3], "config_hash": "x", "params_file": None, "mode": mode, "tag": tag}
+            s = {
+                "episodes": 3,
+                "mean": mean,
+                "std": 10.0,
+                "min": 1.0,
+                "median": 2.0,
+                "max": 3.0,
+                "len_mean": 2.0,
+                "seeds": [1, 2, 3],
+                "config_hash": "x",
+                "params_file": None,
+                "mode": mode,
+                "tag": tag,
+            }
             atomic_write_json(run.stage_dir("evaluate") / tag / "summary.json", s)
             (run.stage_dir("evaluate") / tag / "episodes.jsonl").write_text("{}\n")
         save_gif(run.stage_dir("evaluate") / "real" / "episode_000.gif", np.zeros((2, 8, 8, 3), np.uint8))
-        (run.stage_dir("evaluate") / "temperature_sweep.md").write_text("# t\n\n| τ | dream |\n|---|---|\n| 1.15 | 900 ± 5 |\n")
+        (run.stage_dir("evaluate") / "temperature_sweep.md").write_text(
+            "# t\n\n| τ | dream |\n|---|---|\n| 1.15 | 900 ± 5 |\n"
+        )
     return run
 
 
@@ -55,8 +69,9 @@ def test_report_links_resolve_and_plots_are_pngs(tmp_path, repo_root):
     from PIL import Image
 
     run = _fixture_run(tmp_path)
-    res = subprocess.run([sys.executable, "-m", "wm", "report", "--run", str(run.path)], capture_output=True, text=True,
-                         cwd=repo_root)
+    res = subprocess.run(
+        [sys.executable, "-m", "wm", "report", "--run", str(run.path)], capture_output=True, text=True, cwd=repo_root
+    )
     assert res.returncode == 0, res.stderr
     md = (run.path / "report.md").read_text()
     links = _links(md)
@@ -96,8 +111,13 @@ def test_line_plot_draws_series_in_their_colours(tmp_path):
 
     assert nice_ticks(0, 49) == [0, 10, 20, 30, 40, 50]
     assert nice_ticks(260, 792)[0] <= 260 and nice_ticks(260, 792)[-1] >= 792
-    path = line_plot(tmp_path / "p.png", {"a": ([0, 1, 2], [0, 1, 4]), "b": ([0, 2], [3, 3]), "empty": ([], [])},
-                     title="t", xlabel="x", size=(320, 200))
+    path = line_plot(
+        tmp_path / "p.png",
+        {"a": ([0, 1, 2], [0, 1, 4]), "b": ([0, 2], [3, 3]), "empty": ([], [])},
+        title="t",
+        xlabel="x",
+        size=(320, 200),
+    )
     with Image.open(path) as im:
         assert im.format == "PNG" and im.size == (320, 200)
         px = np.asarray(im.convert("RGB")).reshape(-1, 3)

@@ -17,8 +17,17 @@ from wm.stages import pipeline
 
 
 def _cfg(*sets: str) -> C.Config:
-    return C.load(["doom_takecover", "tiny"], ["iterate.rounds=5", "iterate.check_episodes=10", "iterate.patience=1",
-                                              "iterate.explore=0.3", "iterate.explore_exploit=0.6", *sets])
+    return C.load(
+        ["doom_takecover", "tiny"],
+        [
+            "iterate.rounds=5",
+            "iterate.check_episodes=10",
+            "iterate.patience=1",
+            "iterate.explore=0.3",
+            "iterate.explore_exploit=0.6",
+            *sets,
+        ],
+    )
 
 
 def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str):
@@ -59,15 +68,17 @@ def test_rounds_continue_while_the_real_score_improves_and_keep_the_best_c(tmp_p
 
 
 def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tmp_path, monkeypatch):
-    rounds, _, doc = _drive(tmp_path, monkeypatch, [(500, 600), (400, 450), (300, 310)], "iterate.rounds=2",
-                            "iterate.patience=5")
+    rounds, _, doc = _drive(
+        tmp_path, monkeypatch, [(500, 600), (400, 450), (300, 310)], "iterate.rounds=2", "iterate.patience=5"
+    )
     assert rounds == ["round1", "round2"] and doc["stopped"] == "iterate.rounds = 2 reached"
     assert doc["result"]["name"] == "first pass"
 
 
 def test_patience_two_survives_one_bad_round(tmp_path, monkeypatch):
-    rounds, _, doc = _drive(tmp_path, monkeypatch, [(200, 300), (180, 200), (650, 700), (640, 600), (630, 700)],
-                            "iterate.patience=2")
+    rounds, _, doc = _drive(
+        tmp_path, monkeypatch, [(200, 300), (180, 200), (650, 700), (640, 600), (630, 700)], "iterate.patience=2"
+    )
     assert rounds == ["round1", "round2", "round3", "round4"] and doc["result"]["name"] == "round2"
 
 

@@ -19,7 +19,7 @@ def test_config_written_at_creation_and_conflicts_refused(tmp_path):
     run = RunDir(tmp_path / "r")
     cfg = C.load(["doom_takecover", "tiny"])
     run.bind_config(cfg, "collect")
-    assert C.Config(__import__("yaml").safe_load(run.config_path.read_text())) .to_dict() == cfg.to_dict()
+    assert C.Config(__import__("yaml").safe_load(run.config_path.read_text())).to_dict() == cfg.to_dict()
     (run.stage_dir("collect")).mkdir()
     (run.stage_dir("collect") / "ep_000000.npz").write_bytes(b"x")  # collect has started
     # train-vae may change its own section …

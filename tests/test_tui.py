@@ -44,7 +44,9 @@ def make_run(tmp_path: Path) -> RunDir:
         (eps / f"ep_{i:06d}.npz").write_bytes(b"")  # the ep_NNNNNN.npz names collect writes
     run.mark_done("collect", {"episodes": 3})
     run.log_path("collect").parent.mkdir()
-    run.log_path("collect").write_text("2025-01-01 00:00:00 INFO collected episode 0\n2025-01-01 00:00:01 INFO collect finished\n")
+    run.log_path("collect").write_text(
+        "2025-01-01 00:00:00 INFO collected episode 0\n2025-01-01 00:00:01 INFO collect finished\n"
+    )
     run.stage_dir("train-vae").mkdir()
     (run.stage_dir("train-vae") / "ckpt.weights.h5").write_bytes(b"x")
     run.metrics_path("train-vae").parent.mkdir()
@@ -98,7 +100,9 @@ def test_stage_statuses_and_key_figures(tmp_path):
             assert "episodes 3" in cells(app, "collect")[3]
             assert cells(app, "train-vae")[2] == "resumable"
             assert "loss 40" in cells(app, "train-vae")[3]
-            assert [cells(app, v)[2] for v in ("encode", "train-mdnrnn", "train-controller", "evaluate")] == ["not started"] * 4
+            assert [cells(app, v)[2] for v in ("encode", "train-mdnrnn", "train-controller", "evaluate")] == [
+                "not started"
+            ] * 4
             # a live LOCK makes a stage "running" on the next poll
             lock = run.stage_dir("encode") / "LOCK"
             lock.parent.mkdir()
@@ -211,14 +215,36 @@ def test_mpi_ranks_build_the_mpirun_command(tmp_path):
             await pilot.press("ctrl+l")
             await wait_until(pilot, lambda: app.process(run.path, "train-controller") is not None)
             proc = app.process(run.path, "train-controller")
-            assert proc.argv == [fake_mpirun, "-n", "3", *FAKE, "-m", "wm", "train-controller", "--run", str(run.path),
-                                 "--set", "es.popsize=8"]
+            assert proc.argv == [
+                fake_mpirun,
+                "-n",
+                "3",
+                *FAKE,
+                "-m",
+                "wm",
+                "train-controller",
+                "--run",
+                str(run.path),
+                "--set",
+                "es.popsize=8",
+            ]
             log = screen(app).query_one("#output-log")
             await wait_until(pilot, lambda: any(ln.startswith("mpirun argv: -n 3") for ln in log.lines))
 
     asyncio.run(main())
     assert build_command("train-controller", "runs/x", ["tiny"], ranks=3, python=["py"], mpirun="mpirun") == [
-        "mpirun", "-n", "3", "py", "-m", "wm", "train-controller", "--run", "runs/x", "--configs", "tiny"]
+        "mpirun",
+        "-n",
+        "3",
+        "py",
+        "-m",
+        "wm",
+        "train-controller",
+        "--run",
+        "runs/x",
+        "--configs",
+        "tiny",
+    ]
     assert build_command("collect", "runs/x", python=["py"]) == ["py", "-m", "wm", "collect", "--run", "runs/x"]
     with pytest.raises(ValueError):
         build_command("train-vae", "runs/x", ranks=2)
@@ -281,6 +307,7 @@ def test_quit_asks_and_can_leave_stage_running(tmp_path):
     proc = asyncio.run(main())
     try:
         assert proc.running  # outlived the UI
+
         # a second UI session sees it as running (LOCK) and stops it through the LOCK owner's process group
         async def again():
             app = app_for(run)
@@ -315,8 +342,10 @@ def test_plot_rasterises_endpoints_and_metrics_tail(tmp_path):
 
 def test_tui_import_does_not_import_tensorflow():
     heavy = ["tensorflow", "keras", "tensorflow_probability", "gymnasium", "vizdoom", "cma", "mpi4py"]
-    code = ("import sys, tui.app, tui.__main__, tui.screens.run, tui.screens.launch; "
-            f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, tui.app, tui.__main__, tui.screens.run, tui.screens.launch; "
+        f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -411,7 +440,7 @@ def test_run_dir_is_polled_by_one_worker_thread_through_messages(tmp_path, monke
         await wait_until(pilot, lambda: cells(app, "encode")[2] == "done")
         assert any(("encode", "done") in [(v, st) for v, st, _ in m.snapshot.rows or ()] for m in polled)
         await wait_until(pilot, lambda: run_screen.series.records == 2)  # the deferred read, for train-vae's metrics
-        assert most == 1 and main_thread not in calls[started - 1:]
+        assert most == 1 and main_thread not in calls[started - 1 :]
         # leaving the run screen stops its polling
         await pilot.press("escape")
         await wait_until(pilot, lambda: isinstance(app.screen, PickerScreen) and not run_screen.is_running)
@@ -430,7 +459,9 @@ def test_screen_actions_reach_the_app_as_messages(tmp_path):
     seen: list = []
 
     def hook(message):
-        if isinstance(message, (PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop)) and not any(message is m for m in seen):
+        if isinstance(message, (PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop)) and not any(
+            message is m for m in seen
+        ):
             seen.append(message)
 
     async def main():
@@ -446,18 +477,22 @@ def test_screen_actions_reach_the_app_as_messages(tmp_path):
             await wait_until(pilot, lambda: app.process(run.path, "encode") is not None)
             first = app.process(run.path, "encode")
             console = screen(app).console_path("encode")
-            await wait_until(pilot, lambda: "fake encode line 1" in console.read_text()[first.offset:])  # SIGTERM handler set
+            await wait_until(pilot, lambda: "fake encode line 1" in console.read_text()[first.offset :])  # SIGTERM handler set
             await pilot.press("s")
             assert await first.wait(10) == 143
             assert [type(m) for m in seen] == [PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop]
             assert seen[0].path == run.path and seen[1].request.verb == "encode" and seen[2].verb == "encode"
             # the same messages posted by hand (no key, no form) are handled by the app
             rs = screen(app)
-            rs.post_message(RunScreen.Launch(rs, LaunchRequest("encode", sets=["encode.initial_z=5"]), rs.console_path("encode")))
+            rs.post_message(
+                RunScreen.Launch(rs, LaunchRequest("encode", sets=["encode.initial_z=5"]), rs.console_path("encode"))
+            )
             await wait_until(pilot, lambda: app.process(run.path, "encode") is not first)
             second = app.process(run.path, "encode")
             assert second.argv[-2:] == ["--set", "encode.initial_z=5"]
-            await wait_until(pilot, lambda: cells(app, "encode")[0] == "▶" and "fake encode line 1" in console.read_text()[second.offset:])
+            await wait_until(
+                pilot, lambda: cells(app, "encode")[0] == "▶" and "fake encode line 1" in console.read_text()[second.offset :]
+            )
             rs.post_message(RunScreen.Stop(rs, "encode"))
             assert await second.wait(10) == 143
             await wait_until(pilot, lambda: cells(app, "encode")[2].startswith("resumable"))

@@ -45,7 +45,12 @@ def test_param_counts_match_paper(z, total):
 
 def _np_loss(x, x_hat, mu, logvar, tol):
     r = ((x - x_hat) ** 2).reshape(len(x), -1).sum(axis=1)
-    kl = np.array([-0.5 * sum(1 + lv - m * m - math.exp(lv) for m, lv in zip(mr, lr, strict=False)) for mr, lr in zip(mu, logvar, strict=False)])
+    kl = np.array(
+        [
+            -0.5 * sum(1 + lv - m * m - math.exp(lv) for m, lv in zip(mr, lr, strict=False))
+            for mr, lr in zip(mu, logvar, strict=False)
+        ]
+    )
     kl = np.maximum(kl, tol * mu.shape[1])
     return r.mean() + kl.mean(), r.mean(), kl.mean()
 
@@ -135,8 +140,14 @@ def test_early_stopping():
     assert es.update(4.0) == (False, False) and es.update(4.5) == (False, True)
 
 
-RESUME_SETS = ["vae.batch_size=10", "vae.epochs=2", "vae.checkpoint_every=4", "vae.shuffle_buffer=50",
-               "vae.val_fraction=0.25", "vae.lr=1e-3"]
+RESUME_SETS = [
+    "vae.batch_size=10",
+    "vae.epochs=2",
+    "vae.checkpoint_every=4",
+    "vae.shuffle_buffer=50",
+    "vae.val_fraction=0.25",
+    "vae.lr=1e-3",
+]
 
 
 @pytest.mark.slow  # ~45 s on 2 shared cores: five short trainings
@@ -183,9 +194,22 @@ def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
 
 
 def test_nan_guard_keeps_last_good_checkpoint(tmp_path):
-    cfg, run = make_run(tmp_path, episodes=3, t=30, sets=["vae.batch_size=10", "vae.epochs=50", "vae.checkpoint_every=1",
-                                                        "vae.lr=1e30", "vae.shuffle_buffer=30", "vae.val_fraction=0"])
-    with pytest.raises(WMError, match=r"non-finite (loss|weights).* at step \d+; last good checkpoint kept at .*checkpoint\.npz"):
+    cfg, run = make_run(
+        tmp_path,
+        episodes=3,
+        t=30,
+        sets=[
+            "vae.batch_size=10",
+            "vae.epochs=50",
+            "vae.checkpoint_every=1",
+            "vae.lr=1e30",
+            "vae.shuffle_buffer=30",
+            "vae.val_fraction=0",
+        ],
+    )
+    with pytest.raises(
+        WMError, match=r"non-finite (loss|weights).* at step \d+; last good checkpoint kept at .*checkpoint\.npz"
+    ):
         _train(cfg, run)
     w, state = _ckpt_arrays(run.stage_dir("train-vae") / "checkpoint.npz")
     assert state["step"] >= 1 and all(np.isfinite(a).all() for a in w.values())
@@ -203,8 +227,12 @@ def test_learns_coloured_squares(tmp_path):
     """10 short epochs on 300 frames: the reconstruction error falls below the mean-image predictor's (~45 s)."""
     from wm.data.episodes import list_episodes, read_episode
 
-    cfg, run = make_run(tmp_path, episodes=8, t=50, sets=["vae.batch_size=20", "vae.epochs=10", "vae.lr=1e-3",
-                                                          "vae.shuffle_buffer=400", "vae.val_fraction=0.25"])
+    cfg, run = make_run(
+        tmp_path,
+        episodes=8,
+        t=50,
+        sets=["vae.batch_size=20", "vae.epochs=10", "vae.lr=1e-3", "vae.shuffle_buffer=400", "vae.val_fraction=0.25"],
+    )
     info = _train(cfg, run)
     recs = [r for r in read_jsonl(run.metrics_path("train-vae")) if "vae/epoch" in r]
     assert [r["vae/epoch"] for r in recs] == list(range(1, 11))

@@ -40,8 +40,12 @@ def test_load_world_refuses_missing_parts_in_one_line(tmp_path):
     cfg, run = _cfg(), RunDir(tmp_path / "r")
     world = load_world(cfg, run)  # C alone is always built
     assert world.controller.n_params == _n(cfg) and world.vae is world.mdnrnn is world.params is None
-    for need, name in (("params", "controller/best.npz"), ("initial_z", "series/initial_z.npz"),
-                       ("vae", "vae/vae.weights.h5"), ("mdnrnn", "mdnrnn/mdnrnn.weights.h5")):
+    for need, name in (
+        ("params", "controller/best.npz"),
+        ("initial_z", "series/initial_z.npz"),
+        ("vae", "vae/vae.weights.h5"),
+        ("mdnrnn", "mdnrnn/mdnrnn.weights.h5"),
+    ):
         with pytest.raises(WMError) as e:
             load_world(cfg, run, need=(need,))
         assert name in _one_line(e) and "not found" in str(e.value)
@@ -128,8 +132,9 @@ def test_mpi_pool_gives_the_serial_results(tmp_path, repo_root):
     script = tmp_path / "mpi_pool.py"
     script.write_text(_MPI_SCRIPT.format(root=str(repo_root)))
     mpirun = str(__import__("pathlib").Path(sys.executable).with_name("mpirun"))
-    out = subprocess.run([mpirun, "-n", "3", sys.executable, str(script)], capture_output=True, text=True, cwd=repo_root,
-                         timeout=240)
+    out = subprocess.run(
+        [mpirun, "-n", "3", sys.executable, str(script)], capture_output=True, text=True, cwd=repo_root, timeout=240
+    )
     assert out.returncode == 0, out.stderr
     mr, mln, lost = json.loads(out.stdout.strip().splitlines()[-1])
     np.testing.assert_array_equal(np.array(mr), r)

@@ -25,8 +25,9 @@ def square_frames(rng: np.random.Generator, t: int, size: int = 20) -> np.ndarra
     return obs
 
 
-def make_run(tmp_path: Path, episodes: int = 6, t: int = 40, seed: int = 0, sets: list[str] | None = None,
-             done: bool = True) -> tuple[Config, RunDir]:
+def make_run(
+    tmp_path: Path, episodes: int = 6, t: int = 40, seed: int = 0, sets: list[str] | None = None, done: bool = True
+) -> tuple[Config, RunDir]:
     """A run dir with `episodes` synthetic episodes of `t` frames in episodes/ (and collect DONE)."""
     cfg = load([], ["vae.z_dim=32"] + (sets or []))
     run = RunDir(tmp_path / "run")
@@ -34,8 +35,14 @@ def make_run(tmp_path: Path, episodes: int = 6, t: int = 40, seed: int = 0, sets
     rng = np.random.default_rng(seed)
     folder = run.stage_dir("collect")
     for i in range(episodes):
-        write_episode(folder / episode_name(i), obs=square_frames(rng, t), action=rng.uniform(-1, 1, (t, 1)).astype(np.float32),
-                      reward=np.ones(t, np.float32), done=np.arange(t) == t - 1, seed=np.int64(i))
+        write_episode(
+            folder / episode_name(i),
+            obs=square_frames(rng, t),
+            action=rng.uniform(-1, 1, (t, 1)).astype(np.float32),
+            reward=np.ones(t, np.float32),
+            done=np.arange(t) == t - 1,
+            seed=np.int64(i),
+        )
     if done:
         run.mark_done("collect", {"episodes": episodes})
     return cfg, run

@@ -7,7 +7,9 @@ import argparse
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the app until the user quits."""
-    p = argparse.ArgumentParser(prog="python -m tui", description="Terminal UI for World Models runs: stages, launch, logs, metrics.")
+    p = argparse.ArgumentParser(
+        prog="python -m tui", description="Terminal UI for World Models runs: stages, launch, logs, metrics."
+    )
     p.add_argument("path", nargs="?", default="runs", help="a run directory, or a directory of runs (default: runs)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between reads of the run directory")
     args = p.parse_args(argv)

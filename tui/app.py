@@ -103,7 +103,9 @@ class WMApp(App[None]):
 
     def command(self, run: Path, req: LaunchRequest) -> list[str]:
         """The argv for a launch request (mpirun prefix for train-controller with ranks > 1)."""
-        return build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, mpirun=self.mpirun)
+        return build_command(
+            req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, mpirun=self.mpirun
+        )
 
     def launch(self, run: Path, req: LaunchRequest, output: Path) -> StageProcess:
         """Start `req` in its own process group, output appended to `output`; returns the process."""

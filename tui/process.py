@@ -33,14 +33,22 @@ def default_mpirun() -> str:
     return str(Path(sys.executable).parent / "mpirun")
 
 
-def build_command(verb: str, run: str | os.PathLike[str], configs: Sequence[str] = (), sets: Sequence[str] = (),
-                  ranks: int = 1, force: bool = False, python: Sequence[str] | None = None,
-                  mpirun: str | None = None) -> list[str]:
+def build_command(
+    verb: str,
+    run: str | os.PathLike[str],
+    configs: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    ranks: int = 1,
+    force: bool = False,
+    python: Sequence[str] | None = None,
+    mpirun: str | None = None,
+) -> list[str]:
     """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` with this UI's interpreter and mpirun."""
     from wm.cli import stage_command
 
-    return stage_command(verb, run, configs, sets, ranks, force, python=python or default_python(),
-                         mpirun=mpirun or default_mpirun())
+    return stage_command(
+        verb, run, configs, sets, ranks, force, python=python or default_python(), mpirun=mpirun or default_mpirun()
+    )
 
 
 class StageProcess:

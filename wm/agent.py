@@ -59,10 +59,17 @@ class AgentModels:
         A = ctrl.action_dim
         params_t = tf.constant(world.params.reshape(1, -1))
 
-        @tf.function(input_signature=[tf.TensorSpec((1, 64, 64, 3), tf.uint8), tf.TensorSpec((1, m.z_dim), tf.float32),
-                                      tf.TensorSpec((1, m.hidden), tf.float32), tf.TensorSpec((1, m.hidden), tf.float32),
-                                      tf.TensorSpec((1,), tf.float32), tf.TensorSpec((1, A), tf.float32),
-                                      tf.TensorSpec((), tf.bool)])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec((1, 64, 64, 3), tf.uint8),
+                tf.TensorSpec((1, m.z_dim), tf.float32),
+                tf.TensorSpec((1, m.hidden), tf.float32),
+                tf.TensorSpec((1, m.hidden), tf.float32),
+                tf.TensorSpec((1,), tf.float32),
+                tf.TensorSpec((1, A), tf.float32),
+                tf.TensorSpec((), tf.bool),
+            ]
+        )
         def step(obs, eps, c, h, fresh, override, use_override):
             a, _, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
             return a, c, h
@@ -80,6 +87,7 @@ class AgentPolicy:
         self.rng, self.explore = rng, float(explore)
         self.lo, self.hi = int(hold_min), int(hold_max)
         self.reset()
+
     def reset(self) -> None:
         self.c = self.h = np.zeros((1, self.hidden), np.float32)
         self.fresh = np.ones(1, np.float32)
@@ -92,7 +100,8 @@ class AgentPolicy:
             self.a = self.rng.uniform(-1.0, 1.0, (1, self.action_dim)).astype(np.float32)
         self.left -= 1
         eps = self.rng.standard_normal((1, self.z_dim)).astype(np.float32)
-        a, self.c, self.h = self.step(np.asarray(obs, np.uint8)[None], eps, self.c, self.h, self.fresh, self.a,
-                                      np.bool_(self.random))
+        a, self.c, self.h = self.step(
+            np.asarray(obs, np.uint8)[None], eps, self.c, self.h, self.fresh, self.a, np.bool_(self.random)
+        )
         self.fresh = np.zeros(1, np.float32)
         return a.numpy()[0]

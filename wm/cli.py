@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from wm.registry import Stage, Tool
 
+
 def available_verbs() -> list[Stage | Tool]:
     """The registered verbs (wm.registry), in `--help` order."""
     from wm.registry import VERBS
@@ -31,12 +32,18 @@ def available_verbs() -> list[Stage | Tool]:
 
 def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> None:
     """The arguments every stage shares."""
-    p.add_argument("--configs", nargs="+", default=[], metavar="BLOCK",
-                   help="config blocks merged left to right over configs/base.yaml (e.g. doom_takecover tiny); "
-                        "default: the run's stored config.yaml")
+    p.add_argument(
+        "--configs",
+        nargs="+",
+        default=[],
+        metavar="BLOCK",
+        help="config blocks merged left to right over configs/base.yaml (e.g. doom_takecover tiny); "
+        "default: the run's stored config.yaml",
+    )
     p.add_argument("--run", required=True, help="run directory, e.g. runs/doom")
-    p.add_argument("--set", nargs="+", default=[], metavar="KEY=VALUE", action="extend",
-                   help="override config keys, e.g. vae.epochs=3")
+    p.add_argument(
+        "--set", nargs="+", default=[], metavar="KEY=VALUE", action="extend", help="override config keys, e.g. vae.epochs=3"
+    )
     p.add_argument("--force", action="store_true", help="redo the stage even if it is DONE")
 
 
@@ -46,9 +53,16 @@ def mpirun_path() -> str:
     return str(here) if here.exists() else shutil.which("mpirun") or "mpirun"
 
 
-def stage_command(verb: str, run: str | os.PathLike[str], configs: Sequence[str] = (), sets: Sequence[str] = (),
-                  ranks: int = 1, force: bool = False, python: Sequence[str] | None = None,
-                  mpirun: str | None = None) -> list[str]:
+def stage_command(
+    verb: str,
+    run: str | os.PathLike[str],
+    configs: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    ranks: int = 1,
+    force: bool = False,
+    python: Sequence[str] | None = None,
+    mpirun: str | None = None,
+) -> list[str]:
     """The argv that runs `verb` on `run` (the pipeline's subprocesses and the TUI's launches).
 
     `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`, prefixed with `mpirun -n N` when

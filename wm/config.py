@@ -209,5 +209,7 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
         elif name in available:
             cfg = update(cfg, available[name], source=f"block {name!r}")
         else:
-            raise WMError(f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})")
+            raise WMError(
+                f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})"
+            )
     return update(cfg, parse_set(sets or []), source="--set")

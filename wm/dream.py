@@ -89,19 +89,37 @@ def normal(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
 class _Core:
     """The step function shared by the evaluator and DreamEnv (one place for the dream's semantics)."""
 
-    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, done_sampling: str = "threshold", done_weight: float = 1.0):
+    def __init__(
+        self,
+        mdnrnn: MDNRNN,
+        controller: Controller,
+        initial_mu: np.ndarray,
+        initial_logvar: np.ndarray,
+        temperature: float,
+        max_steps: int,
+        done_sampling: str = "threshold",
+        done_weight: float = 1.0,
+    ):
         if done_sampling not in ("threshold", "bernoulli"):
             raise WMError(f"dream.done_sampling must be threshold or bernoulli, got {done_sampling!r}")
         self.done_sampling = done_sampling
         # M's done head was trained with deaths weighted ×w, which moves its logit up by log w; Bernoulli sampling
         # takes it back off to draw deaths at the data's own rate (the cutoff is the paper's, on the raw logit)
         self.done_shift = float(np.log(max(float(done_weight), 1e-12)))
-        if controller.z_dim != mdnrnn.z_dim or controller.hidden != mdnrnn.hidden or controller.action_dim != mdnrnn.action_dim:
+        if (
+            controller.z_dim != mdnrnn.z_dim
+            or controller.hidden != mdnrnn.hidden
+            or controller.action_dim != mdnrnn.action_dim
+        ):
             raise WMError(f"{controller} does not fit M (z {mdnrnn.z_dim}, hidden {mdnrnn.hidden}, A {mdnrnn.action_dim})")
         initial_mu = np.asarray(initial_mu, np.float32)
         initial_logvar = np.asarray(initial_logvar, np.float32)
-        if initial_mu.ndim != 2 or initial_mu.shape[1] != mdnrnn.z_dim or initial_mu.shape != initial_logvar.shape or not len(initial_mu):
+        if (
+            initial_mu.ndim != 2
+            or initial_mu.shape[1] != mdnrnn.z_dim
+            or initial_mu.shape != initial_logvar.shape
+            or not len(initial_mu)
+        ):
             raise WMError(f"initial_z has shape {initial_mu.shape}/{initial_logvar.shape}, expected (N, {mdnrnn.z_dim})")
         self.m, self.c = mdnrnn, controller
         self.mu0, self.sigma0 = tf.constant(initial_mu), tf.constant(np.exp(initial_logvar / 2.0))
@@ -124,8 +142,9 @@ class _Core:
         restart = tf.fill([n], tf.cast(tf.equal(t, 0), tf.float32))  # restart = 1 on the first step (§5)
         out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None)
         zd = self.m.z_dim
-        z = mixture.sample_mixture(out.logmix, out.mu, out.logstd, self.temperature,
-                                   uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd))
+        z = mixture.sample_mixture(
+            out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
+        )
         done = tf.fill([n], tf.cast(t, tf.int64) + 1 >= self.max_steps)
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
@@ -138,9 +157,18 @@ class _Core:
 class DreamEvaluator:
     """All P·K dream episodes of a population in one compiled graph (§5, DESIGN "Performance shape")."""
 
-    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, compact_every: int = 10, done_sampling: str = "threshold",
-                 done_weight: float = 1.0):
+    def __init__(
+        self,
+        mdnrnn: MDNRNN,
+        controller: Controller,
+        initial_mu: np.ndarray,
+        initial_logvar: np.ndarray,
+        temperature: float,
+        max_steps: int,
+        compact_every: int = 10,
+        done_sampling: str = "threshold",
+        done_weight: float = 1.0,
+    ):
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
@@ -176,8 +204,9 @@ class DreamEvaluator:
             return t, ids, seeds, prow, z, c, h, alive, lengths, bad
 
         loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, alive, lengths, bad)
-        inv = tuple([tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]]
-                    + [lengths.shape, bad.shape])
+        inv = tuple(
+            [tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]] + [lengths.shape, bad.shape]
+        )
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
         return out[-2], out[-1]
 
@@ -198,8 +227,10 @@ class DreamEvaluator:
         hit = np.flatnonzero(bad[:, 0])
         if hit.size:
             j = hit[0]
-            raise WMError(f"dream: non-finite {nonfinite_names(bad[j, 0])} at step {bad[j, 1]} of member {j // k}, seed "
-                          f"{seeds.flat[j]} ({hit.size} of {p * k} episodes); check M's weights and the controller params")
+            raise WMError(
+                f"dream: non-finite {nonfinite_names(bad[j, 0])} at step {bad[j, 1]} of member {j // k}, seed "
+                f"{seeds.flat[j]} ({hit.size} of {p * k} episodes); check M's weights and the controller params"
+            )
         return lengths.astype(np.float64), lengths.astype(np.int64)
 
 
@@ -211,9 +242,18 @@ class DreamEnv:
     an action (B=1, A), it is fed to M as is (post-process CarRacing actions yourself, `Controller.postprocess`).
     """
 
-    def __init__(self, mdnrnn: MDNRNN, controller: Controller, initial_mu: np.ndarray, initial_logvar: np.ndarray,
-                 temperature: float, max_steps: int, params: np.ndarray | None = None, done_sampling: str = "threshold",
-                 done_weight: float = 1.0):
+    def __init__(
+        self,
+        mdnrnn: MDNRNN,
+        controller: Controller,
+        initial_mu: np.ndarray,
+        initial_logvar: np.ndarray,
+        temperature: float,
+        max_steps: int,
+        params: np.ndarray | None = None,
+        done_sampling: str = "threshold",
+        done_weight: float = 1.0,
+    ):
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(self.core.reset)
@@ -249,8 +289,10 @@ class DreamEnv:
             z, c, h, done, a = self._step_a(seeds, t, *self.state, a)
         sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
         if sick:
-            raise WMError(f"dream: non-finite {', '.join(sick)} at step {self.t} of seed {self.seed}; check M's weights "
-                          "and the controller params")
+            raise WMError(
+                f"dream: non-finite {', '.join(sick)} at step {self.t} of seed {self.seed}; check M's weights "
+                "and the controller params"
+            )
         self.state, self.t = (z, c, h), self.t + 1
         done = bool(done.numpy()[0])
         truncated = done and self.t >= self.core.max_steps
@@ -264,8 +306,15 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator:
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
     kw.setdefault("done_sampling", cfg.dream.done_sampling)
     kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
-    return DreamEvaluator(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
-                          cfg.dream.max_steps, **kw)
+    return DreamEvaluator(
+        world.mdnrnn,
+        world.controller,
+        world.initial_mu,
+        world.initial_logvar,
+        cfg.dream.temperature,
+        cfg.dream.max_steps,
+        **kw,
+    )
 
 
 def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:
@@ -273,6 +322,14 @@ def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> Dre
     from wm.world import load_world
 
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
-    return DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
-                    cfg.dream.max_steps, params=params, done_sampling=cfg.dream.done_sampling,
-                    done_weight=cfg.mdnrnn.done_weight)
+    return DreamEnv(
+        world.mdnrnn,
+        world.controller,
+        world.initial_mu,
+        world.initial_logvar,
+        cfg.dream.temperature,
+        cfg.dream.max_steps,
+        params=params,
+        done_sampling=cfg.dream.done_sampling,
+        done_weight=cfg.mdnrnn.done_weight,
+    )

@@ -111,7 +111,9 @@ def random_episode(env: Any, seed: int, max_steps: int, record: bool = False) ->
     return total, t, frames
 
 
-def dream_episode(env: Any, seed: int, max_steps: int, random: bool, record: bool = False) -> tuple[float, int, dict[str, list]]:
+def dream_episode(
+    env: Any, seed: int, max_steps: int, random: bool, record: bool = False
+) -> tuple[float, int, dict[str, list]]:
     """One episode of a `wm.dream.DreamEnv`: C acts (`step(None)`) or uniform random actions (post-processed for
     CarRacing, §6). With `record`, `frames["z"]` holds the dream's z at the start and after every step (V decodes
     them into the dream's frames: `wm.recording`, M's preview GIF)."""
@@ -251,7 +253,10 @@ def seed_tasks(params: np.ndarray, seeds: list[int], workers: int) -> list[Task]
     moves and uneven episode lengths stay balanced. Each task is one "member" (row) holding a run of seeds."""
     size = max(1, -(-len(seeds) // (max(1, workers) * 4)))
     chunks = [seeds[i : i + size] for i in range(0, len(seeds), size)]
-    return [(np.array([j]), np.asarray(params, np.float64).reshape(1, -1), np.asarray(c, np.int64)[None]) for j, c in enumerate(chunks)]
+    return [
+        (np.array([j]), np.asarray(params, np.float64).reshape(1, -1), np.asarray(c, np.int64)[None])
+        for j, c in enumerate(chunks)
+    ]
 
 
 def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -270,8 +275,9 @@ def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, 
     return returns, lengths, int(np.isnan(returns).any(axis=1).sum())
 
 
-def run_seeds(pool: Any, params: np.ndarray | None, seeds: list[int], n_params: int,
-              progress: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def run_seeds(
+    pool: Any, params: np.ndarray | None, seeds: list[int], n_params: int, progress: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`.
 
     `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
@@ -289,8 +295,15 @@ def run_seeds(pool: Any, params: np.ndarray | None, seeds: list[int], n_params: 
     return (np.concatenate([r[1][0] for r in results]).astype(float), np.concatenate([r[2][0] for r in results]).astype(int))
 
 
-def evaluate_seeds(spec: EvalSpec, params: np.ndarray | None, seeds: list[int], n_params: int, workers: int = 1,
-                   progress: Any = None, log: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def evaluate_seeds(
+    spec: EvalSpec,
+    params: np.ndarray | None,
+    seeds: list[int],
+    n_params: int,
+    workers: int = 1,
+    progress: Any = None,
+    log: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): in this process (`workers <= 1`,
     all TF threads: the dream batches every episode in one graph) or over `workers` spawned processes."""
     from dataclasses import replace

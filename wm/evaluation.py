@@ -36,14 +36,23 @@ def summarize(returns: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:
     r, n = np.asarray(returns, float), np.asarray(lengths, float)
     if r.size == 0:
         raise WMError("no evaluation episodes to summarise")
-    return {"episodes": int(r.size), "mean": float(r.mean()), "std": float(r.std()), "min": float(r.min()),
-            "median": float(np.median(r)), "max": float(r.max()), "len_mean": float(n.mean())}
+    return {
+        "episodes": int(r.size),
+        "mean": float(r.mean()),
+        "std": float(r.std()),
+        "min": float(r.min()),
+        "median": float(np.median(r)),
+        "max": float(r.max()),
+        "len_mean": float(n.mean()),
+    }
 
 
 def format_summary(s: dict[str, Any]) -> str:
     """`412.3 ± 208.1 over 100 episodes (min 98, median 371, max 2100)`."""
-    return (f"{s['mean']:.1f} ± {s['std']:.1f} over {s['episodes']} episodes "
-            f"(min {s['min']:.0f}, median {s['median']:.1f}, max {s['max']:.0f})")
+    return (
+        f"{s['mean']:.1f} ± {s['std']:.1f} over {s['episodes']} episodes "
+        f"(min {s['min']:.0f}, median {s['median']:.1f}, max {s['max']:.0f})"
+    )
 
 
 def pm(s: dict[str, Any] | None) -> str:
@@ -51,11 +60,14 @@ def pm(s: dict[str, Any] | None) -> str:
     return "—" if s is None else f"{s['mean']:.0f} ± {s['std']:.0f}"
 
 
-def write_results(run: RunDir, tag: str, seeds: list[int], returns: np.ndarray, lengths: np.ndarray,
-                  extra: dict[str, Any]) -> dict[str, Any]:
+def write_results(
+    run: RunDir, tag: str, seeds: list[int], returns: np.ndarray, lengths: np.ndarray, extra: dict[str, Any]
+) -> dict[str, Any]:
     """Write `eval/<tag>/episodes.jsonl` and `summary.json`; returns the summary."""
-    lines = [json.dumps({"episode": i, "seed": int(s), "return": float(r), "length": int(n)})
-             for i, (s, r, n) in enumerate(zip(seeds, returns, lengths, strict=True))]
+    lines = [
+        json.dumps({"episode": i, "seed": int(s), "return": float(r), "length": int(n)})
+        for i, (s, r, n) in enumerate(zip(seeds, returns, lengths, strict=True))
+    ]
     atomic_write_text(run.eval_episodes(tag), "\n".join(lines) + "\n")
     summary = {**summarize(returns, lengths), "seeds": [int(s) for s in seeds], "tag": tag, **extra}
     atomic_write_json(run.eval_summary(tag), summary)
@@ -76,14 +88,25 @@ class Progress:
         if self.done < self.total and now - self.last < (0.2 if self.tty else 5.0):
             return
         self.last = now
-        line = (f"[eval] {self.label}: {self.done}/{self.total} episodes  mean {self.sum / max(1, self.done):.1f}  "
-                f"({now - self.start:.0f}s)")
+        line = (
+            f"[eval] {self.label}: {self.done}/{self.total} episodes  mean {self.sum / max(1, self.done):.1f}  "
+            f"({now - self.start:.0f}s)"
+        )
         end = "\n" if not self.tty or self.done >= self.total else ""
         print(("\r" if self.tty else "") + line, end=end, flush=True)
 
 
-def play(cfg: Config, run: RunDir, kind: str, params: np.ndarray | None, seeds: list[int], temperature: float | None = None,
-         workers: int = 1, progress: Any = None, log: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def play(
+    cfg: Config,
+    run: RunDir,
+    kind: str,
+    params: np.ndarray | None,
+    seeds: list[int],
+    temperature: float | None = None,
+    workers: int = 1,
+    progress: Any = None,
+    log: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths (in seed order) of `kind` (wm.engine.KINDS) with `params` on `seeds`, through the engine."""
     from wm.engine import EvalSpec, evaluate_seeds
     from wm.envs import action_dim

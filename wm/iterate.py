@@ -95,7 +95,6 @@ def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = Non
     return child
 
 
-
 # ---------------------------------------------------------------- round control (issue 22)
 
 
@@ -119,8 +118,10 @@ def check_seeds(cfg: Config) -> list[int]:
     first, n = int(it.check_seed), int(it.check_episodes)
     lo, hi = int(ev.seed), int(ev.seed) + int(ev.episodes)
     if first < hi and lo < first + n:
-        raise WMError(f"iterate.check_seed {first}…{first + n - 1} overlaps the evaluation seeds {lo}…{hi - 1}; "
-                      "pick a check_seed outside them")
+        raise WMError(
+            f"iterate.check_seed {first}…{first + n - 1} overlaps the evaluation seeds {lo}…{hi - 1}; "
+            "pick a check_seed outside them"
+        )
     return evaluation_seeds(first, n, "iterate.check_seed")
 
 

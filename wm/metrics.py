@@ -74,7 +74,11 @@ class Logger:
             console: True prints every call, False never, a float prints at most once per that many seconds.
         """
         clean = {k: float(v) for k, v in values.items()}
-        record = {"step": int(step), "time": round(time.time(), 3), **{k: (v if math.isfinite(v) else str(v)) for k, v in clean.items()}}
+        record = {
+            "step": int(step),
+            "time": round(time.time(), 3),
+            **{k: (v if math.isfinite(v) else str(v)) for k, v in clean.items()},
+        }
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
         if self._tb is not None:

@@ -96,8 +96,14 @@ def _stop(ex: ProcessPoolExecutor) -> None:
     ex.shutdown(wait=True)
 
 
-def spawn_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int, what: str,
-              initializer: Callable[..., Any] | None = None, initargs: tuple = ()) -> Iterator[Any]:
+def spawn_map(
+    fn: Callable[[Any], Any],
+    items: Iterable[Any],
+    workers: int,
+    what: str,
+    initializer: Callable[..., Any] | None = None,
+    initargs: tuple = (),
+) -> Iterator[Any]:
     """Yield `fn(item)` (`fn(ctx, item)` with an initializer returning ctx) for every item, in completion order, from
     `workers` spawned processes.
 
@@ -135,13 +141,22 @@ def _indexed(fn: Callable[..., Any], ctx: Any, job: tuple[int, Any]) -> tuple[in
 class ProcessPool:
     """The pool interface of `mpi.pool` over `workers` spawned processes (evaluate's `evaluate.workers`).
 
-    `map(fn, payloads, on_result)` calls `fn(ctx, payload)` and returns results in payload order; a task that raises is retried `retries` times
-    and then given up as a `mpi.pool.TaskFailed` in its slot, like the serial and MPI pools. The workers are
-    started per `map` (evaluation makes one call), each with the context of `initializer(*initargs)`.
+    `map(fn, payloads, on_result)` calls `fn(ctx, payload)` and returns results in payload order; a task that raises
+    is retried `retries` times and then given up as a `mpi.pool.TaskFailed` in its slot, like the serial and MPI
+    pools. The workers are started per `map` (evaluation makes one call), each with the context of
+    `initializer(*initargs)`.
     """
 
-    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, workers: int = 2,
-                 retries: int = 2, log: Any = None, what: str = "evaluate"):
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        *,
+        workers: int = 2,
+        retries: int = 2,
+        log: Any = None,
+        what: str = "evaluate",
+    ):
         self.initializer, self.initargs, self.size = initializer, initargs, max(1, int(workers))
         self.retries, self.log, self.what = int(retries), log, what
 
@@ -157,14 +172,21 @@ class ProcessPool:
         while todo:
             again = []
             workers = min(self.size, len(todo))
-            for i, res, err in spawn_map(partial(_indexed, fn), [(i, payloads[i]) for i in todo], workers, self.what,
-                                         _indexed_init, (self.initializer, self.initargs)):
+            for i, res, err in spawn_map(
+                partial(_indexed, fn),
+                [(i, payloads[i]) for i in todo],
+                workers,
+                self.what,
+                _indexed_init,
+                (self.initializer, self.initargs),
+            ):
                 attempts[i] += 1
                 if err is None:
                     results[i] = res
                 elif attempts[i] <= self.retries:
-                    self.log and self.log.warning("task %d raised (attempt %d/%d): %s; retrying", i, attempts[i],
-                                                  self.retries + 1, err)
+                    self.log and self.log.warning(
+                        "task %d raised (attempt %d/%d): %s; retrying", i, attempts[i], self.retries + 1, err
+                    )
                     again.append(i)
                     continue
                 else:

@@ -49,9 +49,17 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         from wm.dream import DreamEnv
 
         world = load_world(cfg, run, need=("vae", "mdnrnn", "initial_z"))
-        env = DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
-                       cfg.dream.max_steps, params=params, done_sampling=cfg.dream.done_sampling,
-                       done_weight=cfg.mdnrnn.done_weight)
+        env = DreamEnv(
+            world.mdnrnn,
+            world.controller,
+            world.initial_mu,
+            world.initial_logvar,
+            cfg.dream.temperature,
+            cfg.dream.max_steps,
+            params=params,
+            done_sampling=cfg.dream.done_sampling,
+            done_weight=cfg.mdnrnn.done_weight,
+        )
         zs = dream_episode(env, seed, int(cfg.dream.max_steps), random=kind == "random-dream", record=True)[2]["z"]
         frames = {"dream": decode(world.vae, np.stack(zs)[:-1])}  # the frame each step was taken from
     elif kind == "random":
@@ -65,8 +73,9 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         if run.vae_weights.exists():  # the baseline needs no model, but shows V's view when there is one
             vae = load_world(cfg, run, need=("vae",)).vae
             x = np.stack(frames["input"])
-            frames["reconstruction"] = decode(vae, np.concatenate([np.asarray(vae.encode(x[i : i + 256])[0])
-                                                                        for i in range(0, len(x), 256)]))
+            frames["reconstruction"] = decode(
+                vae, np.concatenate([np.asarray(vae.encode(x[i : i + 256])[0]) for i in range(0, len(x), 256)])
+            )
     else:
         frames = _record_real(cfg, run, params, seed)
     return {k: to_uint8(np.stack(v)) for k, v in frames.items() if len(v)}

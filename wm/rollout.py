@@ -55,8 +55,10 @@ def nonfinite_flags(action, z, h):
     """Per row (N,) int32 bits, 1: action, 2: z, 4: h holds a NaN/inf (three row reductions: cheap next to M)."""
     import tensorflow as tf
 
-    bits = [tf.cast(tf.logical_not(tf.reduce_all(tf.math.is_finite(x), axis=-1)), tf.int32) * (1 << i)
-            for i, x in enumerate((action, z, h))]
+    bits = [
+        tf.cast(tf.logical_not(tf.reduce_all(tf.math.is_finite(x), axis=-1)), tf.int32) * (1 << i)
+        for i, x in enumerate((action, z, h))
+    ]
     return bits[0] + bits[1] + bits[2]
 
 
@@ -68,8 +70,16 @@ def nonfinite_names(bits: int) -> str:
 class RealEvaluator:
     """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
 
-    def __init__(self, cfg: Config, vae: Any, mdnrnn: Any, controller: Any, n_envs: int = 4, keep_raw: bool = False,
-                 should_stop: Callable[[], bool] | None = None):
+    def __init__(
+        self,
+        cfg: Config,
+        vae: Any,
+        mdnrnn: Any,
+        controller: Any,
+        n_envs: int = 4,
+        keep_raw: bool = False,
+        should_stop: Callable[[], bool] | None = None,
+    ):
         import tensorflow as tf
 
         from wm.envs import make_env
@@ -83,9 +93,14 @@ class RealEvaluator:
         self.should_stop = should_stop
         self.envs = [make_env(cfg, keep_raw=keep_raw) for _ in range(self.n_envs)]
         E, zd, H = self.n_envs, mdnrnn.z_dim, mdnrnn.hidden
-        spec = [tf.TensorSpec((E, 64, 64, 3), tf.uint8), tf.TensorSpec((E, zd), tf.float32), tf.TensorSpec((E, H), tf.float32),
-                tf.TensorSpec((E, H), tf.float32), tf.TensorSpec((E, controller.n_params), tf.float32),
-                tf.TensorSpec((E,), tf.float32)]
+        spec = [
+            tf.TensorSpec((E, 64, 64, 3), tf.uint8),
+            tf.TensorSpec((E, zd), tf.float32),
+            tf.TensorSpec((E, H), tf.float32),
+            tf.TensorSpec((E, H), tf.float32),
+            tf.TensorSpec((E, controller.n_params), tf.float32),
+            tf.TensorSpec((E,), tf.float32),
+        ]
         self._step = tf.function(self._graph, input_signature=spec)
         # recorded episodes of the last evaluate (record > 0): frames (reset + every step; raw screens with
         # keep_raw), and per step V's 64×64 input and the sampled z the agent acted on
@@ -148,15 +163,21 @@ class RealEvaluator:
         while any(j is not None for j in job):
             if self.should_stop():
                 raise KeyboardInterrupt
-            eps = np.stack([r.standard_normal(zd).astype(np.float32) if j is not None else np.zeros(zd, np.float32)
-                            for r, j in zip(rngs, job, strict=True)])
+            eps = np.stack(
+                [
+                    r.standard_normal(zd).astype(np.float32) if j is not None else np.zeros(zd, np.float32)
+                    for r, j in zip(rngs, job, strict=True)
+                ]
+            )
             a, z, c, h, bad = self._step(obs, eps, c, h, prm, fresh)
             a, bad = a.numpy(), bad.numpy()
             for e in np.flatnonzero(bad):  # before any env takes a NaN action (or a NaN state runs on unnoticed)
                 if job[e] is not None:
                     i, k = job[e]
-                    raise WMError(f"real rollout: non-finite {nonfinite_names(bad[e])} at step {steps[e]} of member {i}, "
-                                  f"seed {seeds[i, k]}; check V's and M's weights and the controller params")
+                    raise WMError(
+                        f"real rollout: non-finite {nonfinite_names(bad[e])} at step {steps[e]} of member {i}, "
+                        f"seed {seeds[i, k]}; check V's and M's weights and the controller params"
+                    )
             z = z.numpy() if any(r >= 0 for r in rec_id) else None  # latents only while recording
             fresh[:] = 0.0
             for e in range(E):

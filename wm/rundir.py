@@ -28,8 +28,24 @@ from wm.errors import WMError, WriteError, describe_os_error
 from wm.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
 
 # The registry owns the stages; these names are re-exported for the run dir's readers.
-__all__ = ["ARTIFACTS", "FREE_SECTIONS", "GLOBAL_SECTIONS", "PARAMS", "STAGES", "RunDir", "Stage", "atomic_path", "atomic_save",
-           "atomic_savez", "atomic_write_bytes", "atomic_write_json", "atomic_write_text", "read_jsonl", "round_dirs", "stage"]
+__all__ = [
+    "ARTIFACTS",
+    "FREE_SECTIONS",
+    "GLOBAL_SECTIONS",
+    "PARAMS",
+    "STAGES",
+    "RunDir",
+    "Stage",
+    "atomic_path",
+    "atomic_save",
+    "atomic_savez",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "read_jsonl",
+    "round_dirs",
+    "stage",
+]
 
 # Every artifact of a run: key -> (stage verb whose folder holds it, name inside that folder). No other module
 # spells an artifact's file name; they ask `RunDir` (tests/test_registry.py greps for stray names).
@@ -49,7 +65,9 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
 }
 PARAMS = {"best": "params_best", "mean": "params_mean"}
-EPISODE_FILE = re.compile(r"^ep_(\d{6,})\.npz$")  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
+EPISODE_FILE = re.compile(
+    r"^ep_(\d{6,})\.npz$"
+)  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
 
 
 # ---------------------------------------------------------------- atomic writes

@@ -31,13 +31,17 @@ from wm.rundir import RunDir, atomic_write_json, atomic_write_text
 
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The paper's table in Markdown: τ, dream score ± std, real score ± std, then the paper's two columns."""
-    out = ["| τ | dream score | real score | episodes | controller | paper dream | paper real |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| τ | dream score | real score | episodes | controller | paper dream | paper real |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         p = paper_row(r["temperature"])
         pd, pr = ("—", "—") if p is None else (f"{p[0][0]:.0f} ± {p[0][1]:.0f}", f"{p[1][0]:.0f} ± {p[1][1]:.0f}")
         ctrl = f"{r['controller_run']} (trained at τ {r['trained_temperature']:g})"
-        out.append(f"| {r['temperature']:g} | {pm(r.get('dream'))} | {pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |")
+        out.append(
+            f"| {r['temperature']:g} | {pm(r.get('dream'))} | {pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |"
+        )
     out += ["", "Paper (§9): random policy 210 ± 108 in the real env; scores are steps survived, ± is the std over episodes."]
     return "\n".join(out) + "\n"
 
@@ -81,14 +85,28 @@ def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[s
             dream = summarize(rets, lens)
             if str(pfile) not in real_cache:
                 prog = Progress(len(seeds), f"τ {tau:g} real")
-                rets, lens = play(scfg, src, "real", params, seeds, workers=cfg.evaluate.workers, progress=prog.update, log=log)
+                rets, lens = play(
+                    scfg, src, "real", params, seeds, workers=cfg.evaluate.workers, progress=prog.update, log=log
+                )
                 real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
-            rows.append({"temperature": tau, "episodes": len(seeds), "dream": dream, "real": real,
-                         "controller_run": str(src.path), "params_file": str(pfile),
-                         "trained_temperature": float(scfg.dream.temperature), "paper": paper_row(tau)})
-            log.scalars(i, {"eval/sweep/temperature": tau, "eval/sweep/dream_mean": dream["mean"],
-                            "eval/sweep/real_mean": real["mean"]}, console=False)
+            rows.append(
+                {
+                    "temperature": tau,
+                    "episodes": len(seeds),
+                    "dream": dream,
+                    "real": real,
+                    "controller_run": str(src.path),
+                    "params_file": str(pfile),
+                    "trained_temperature": float(scfg.dream.temperature),
+                    "paper": paper_row(tau),
+                }
+            )
+            log.scalars(
+                i,
+                {"eval/sweep/temperature": tau, "eval/sweep/dream_mean": dream["mean"], "eval/sweep/real_mean": real["mean"]},
+                console=False,
+            )
             log.info("τ %g: dream %s, real %s", tau, pm(dream), pm(real))
     atomic_write_json(run.artifact("tau_sweep"), {"seeds": seeds, "config_hash": cfg.hash(), "rows": rows})
     table = format_table(rows)

@@ -89,9 +89,13 @@ class Checkpoint:
             raise WMError(f"checkpoint {self.path} is unreadable ({type(e).__name__}); delete it to restart") from None
         got, want = [a.shape for a in m], [tuple(w.shape) for w in weights]
         if got != want or [a.shape for a in o] != [tuple(v.shape) for v in opt_vars]:
-            diff = next(((i, g, w) for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), (None, len(got), len(want)))
-            raise WMError(f"checkpoint {self.path} does not fit the model (first mismatch: array {diff[0]} "
-                          f"{diff[1]} vs {diff[2]}); the config changed since it was written — delete it or use --force")
+            diff = next(
+                ((i, g, w) for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), (None, len(got), len(want))
+            )
+            raise WMError(
+                f"checkpoint {self.path} does not fit the model (first mismatch: array {diff[0]} "
+                f"{diff[1]} vs {diff[2]}); the config changed since it was written — delete it or use --force"
+            )
         for w, a in zip(weights, m, strict=False):
             w.assign(a)
         for v, a in zip(opt_vars, o, strict=False):

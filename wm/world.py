@@ -102,13 +102,16 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
     if "mdnrnn" in need:
         from wm.models.mdnrnn import load_mdnrnn
 
-        world.mdnrnn = load_mdnrnn(run.mdnrnn_weights, cfg.vae.z_dim, A, cfg.mdnrnn.hidden, cfg.mdnrnn.num_mixtures,
-                                   cfg.mdnrnn.predict_done)
+        world.mdnrnn = load_mdnrnn(
+            run.mdnrnn_weights, cfg.vae.z_dim, A, cfg.mdnrnn.hidden, cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done
+        )
     if "params" in need:
         world.params_path = params_path(run, params or str(cfg.evaluate.params))
         if not world.params_path.exists():
-            raise WMError(f"controller parameters {world.params_path} not found; run `python -m wm train-controller "
-                          f"--run {run.path}` or pass --params FILE.npz (or --random for the baseline)")
+            raise WMError(
+                f"controller parameters {world.params_path} not found; run `python -m wm train-controller "
+                f"--run {run.path}` or pass --params FILE.npz (or --random for the baseline)"
+            )
         world.params = read_params(world.params_path, world.controller.n_params).astype(np.float32)
     if "initial_z" in need:
         world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, int(cfg.vae.z_dim))

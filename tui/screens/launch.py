@@ -35,8 +35,14 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
 
-    def __init__(self, run: Path, verb: str, blocks: list[str], resume: bool = False,
-                 command: Callable[[LaunchRequest], list[str]] | None = None):
+    def __init__(
+        self,
+        run: Path,
+        verb: str,
+        blocks: list[str],
+        resume: bool = False,
+        command: Callable[[LaunchRequest], list[str]] | None = None,
+    ):
         super().__init__()
         self.run = run
         self.verb = verb
@@ -82,8 +88,13 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         if self.verb == "train-controller":
             raw = self.query_one("#ranks", Input).value.strip()
             ranks = int(raw) if raw.lstrip("-").isdigit() else 0
-        return LaunchRequest(self.verb, list(self.query_one("#blocks", SelectionList).selected), sets, ranks,
-                             self.query_one("#force", Checkbox).value)
+        return LaunchRequest(
+            self.verb,
+            list(self.query_one("#blocks", SelectionList).selected),
+            sets,
+            ranks,
+            self.query_one("#force", Checkbox).value,
+        )
 
     def refresh_preview(self) -> None:
         """Resolve the config as the CLI will; show it and the command, or the one error line."""

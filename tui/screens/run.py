@@ -212,7 +212,9 @@ class RunScreen(Screen[None]):
         rate_pts = pts.get(rate, []) if rate else []
         self.query_one("#rate-label", Label).update(
             f"{rate.split('/', 1)[1]} {fmt(rate_pts[-1][1])} (min {fmt(min(v for _, v in rate_pts))}, "
-            f"max {fmt(max(v for _, v in rate_pts))})" if rate_pts else ""
+            f"max {fmt(max(v for _, v in rate_pts))})"
+            if rate_pts
+            else ""
         )
         spark = self.query_one("#rate", Sparkline)
         spark.data = [v for _, v in rate_pts[-200:]]
@@ -245,7 +247,9 @@ class RunScreen(Screen[None]):
 
     def follow_output(self) -> None:
         """Stream the selected stage's console output (launched now or earlier) into the Output pane."""
-        self.query_one("#output-log", FollowLog).follow(self.console_path(self.verb), f"no output yet for {self.verb}: press l to launch it")
+        self.query_one("#output-log", FollowLog).follow(
+            self.console_path(self.verb), f"no output yet for {self.verb}: press l to launch it"
+        )
 
     def follow_logfile(self) -> None:
         """Stream the selected stage's logs/<stage>.log into the Log file pane."""
@@ -287,7 +291,9 @@ class RunScreen(Screen[None]):
             if req is not None:  # the app owns the processes: it launches, then calls self.launched
                 self.post_message(self.Launch(self, req, self.console_path(req.verb)))
 
-        self.app.push_screen(LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), answered)
+        self.app.push_screen(
+            LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), answered
+        )
 
     def launched(self, verb: str) -> None:
         """Called by the app once it has launched `verb`: show its output and read the new state."""

@@ -40,7 +40,9 @@ def _line(x0: int, y0: int, x1: int, y1: int) -> list[tuple[int, int]]:
             y0 += sy
 
 
-def braille(series: Sequence[Points], cols: int, rows: int) -> tuple[list[list[int]], list[list[int]], tuple[float, float, float, float]]:
+def braille(
+    series: Sequence[Points], cols: int, rows: int
+) -> tuple[list[list[int]], list[list[int]], tuple[float, float, float, float]]:
     """Rasterise `series` into a `rows × cols` grid of braille bit masks and the series index owning each cell.
 
     Returns (bits, owner, (xmin, xmax, ymin, ymax)); owner is -1 for an empty cell.
@@ -86,7 +88,7 @@ def render_plot(series: Sequence[tuple[str, Points]], width: int, height: int, e
     lines = [legend]
     for r in range(rows):
         label = fmt(ymax) if r == 0 else fmt(ymin) if r == rows - 1 else ""
-        line = Text(f"{label[:GUTTER - 1]:>{GUTTER - 1}} ", style="dim")
+        line = Text(f"{label[: GUTTER - 1]:>{GUTTER - 1}} ", style="dim")
         line.append("┤" if label else "│", style="dim")
         for c in range(cols):
             i = owner[r][c]

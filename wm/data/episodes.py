@@ -109,8 +109,14 @@ def _fmt(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"{dtype} {shape}"
 
 
-def check_file(path: str | Path, kind: str = "episode", *, frame_size: int | None = None, z_dim: int | None = None,
-               action_dim: int | None = None) -> int:
+def check_file(
+    path: str | Path,
+    kind: str = "episode",
+    *,
+    frame_size: int | None = None,
+    z_dim: int | None = None,
+    action_dim: int | None = None,
+) -> int:
     """Check one `episodes/` file (kind "episode") or `series/` file (kind "series") from its headers; return its steps.
 
     Checked: the file opens as a zip of `.npy` arrays; every key of EPISODE_KEYS / SERIES_KEYS is there; obs is
@@ -131,8 +137,13 @@ def check_file(path: str | Path, kind: str = "episode", *, frame_size: int | Non
     problems = []
     if kind == "episode":
         shape, dtype = heads["obs"]
-        size = ("H, W" if frame_size is None else f"{frame_size}, {frame_size}")
-        if dtype != np.uint8 or len(shape) != 4 or shape[-1] != 3 or (frame_size is not None and shape[1:3] != (frame_size,) * 2):
+        size = "H, W" if frame_size is None else f"{frame_size}, {frame_size}"
+        if (
+            dtype != np.uint8
+            or len(shape) != 4
+            or shape[-1] != 3
+            or (frame_size is not None and shape[1:3] != (frame_size,) * 2)
+        ):
             problems.append(f"obs must be uint8 (T, {size}, 3), got {_fmt(shape, dtype)}")
     else:
         shape, dtype = heads["mu"]
@@ -190,10 +201,12 @@ class Checked:
         if n_bad <= max_bad_share * self.total and n_bad < self.total:
             return
         first = f" (first: {self.bad[0]})" if self.bad else ""
-        raise EpisodeError(f"{n_bad} of {self.total} {noun} files in {self.folder} are bad, more than "
-                           f"data.max_bad_share={max_bad_share:g} allows{first}; `python -m wm data check --run {self.folder.parent}` "
-                           "lists them: "
-                           "remove or regenerate them, or raise data.max_bad_share")
+        raise EpisodeError(
+            f"{n_bad} of {self.total} {noun} files in {self.folder} are bad, more than "
+            f"data.max_bad_share={max_bad_share:g} allows{first}; `python -m wm data check --run {self.folder.parent}` "
+            "lists them: "
+            "remove or regenerate them, or raise data.max_bad_share"
+        )
 
 
 def episode_spec(cfg) -> dict[str, int]:
@@ -204,8 +217,7 @@ def episode_spec(cfg) -> dict[str, int]:
     return {"frame_size": int(cfg.env.frame_size), "action_dim": action_dim(cfg.env.name)}
 
 
-def check_folder(folder: str | Path, kind: str = "episode", *, max_bad_share: float = 1.0, log=None,
-                 **spec) -> Checked:
+def check_folder(folder: str | Path, kind: str = "episode", *, max_bad_share: float = 1.0, log=None, **spec) -> Checked:
     """`check_file` on every file of `folder`: each bad one is named in one line through `log.warning`; refused with
     EpisodeError (before the caller writes anything) when more than `max_bad_share` of them are bad."""
     out = Checked(Path(folder), kind)

@@ -60,9 +60,19 @@ def batches_per_epoch(frames: int, batch_size: int) -> int:
     return frames // batch_size
 
 
-def frame_dataset(paths: Sequence[Path], batch_size: int, *, seed: int = 0, epoch: int = 0, shuffle_buffer: int = 0,
-                  skip_batches: int = 0, cycle: int = 4, drop_remainder: bool = True, frame_shape=(64, 64, 3),
-                  failures: dict[str, str] | None = None):
+def frame_dataset(
+    paths: Sequence[Path],
+    batch_size: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle_buffer: int = 0,
+    skip_batches: int = 0,
+    cycle: int = 4,
+    drop_remainder: bool = True,
+    frame_shape=(64, 64, 3),
+    failures: dict[str, str] | None = None,
+):
     """A `tf.data.Dataset` of uint8 (B, 64, 64, 3) batches over the frames of `paths`.
 
     Args:
@@ -85,8 +95,7 @@ def frame_dataset(paths: Sequence[Path], batch_size: int, *, seed: int = 0, epoc
         return tf.data.Dataset.from_tensor_slices(obs)
 
     cycle = max(1, min(cycle, len(order)))
-    ds = files.interleave(episode_frames, cycle_length=cycle, block_length=1,
-                          num_parallel_calls=cycle, deterministic=True)
+    ds = files.interleave(episode_frames, cycle_length=cycle, block_length=1, num_parallel_calls=cycle, deterministic=True)
     if shuffle_buffer > 0:
         shuffle_seed = int(np.random.default_rng([seed, epoch, 0x5EED]).integers(2**31 - 1))
         ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)

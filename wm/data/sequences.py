@@ -80,12 +80,14 @@ def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None, max_b
         raise WMError(f"no usable series episodes in {folder}")
     lengths = np.array([len(m) for m in mus], np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return Series(np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths,
-                  bad_files=len(checked.bad) + late)
+    return Series(
+        np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths, bad_files=len(checked.bad) + late
+    )
 
 
-def _assemble(s: Series, idx: np.ndarray, valid: np.ndarray, first: np.ndarray, last: np.ndarray,
-              rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _assemble(
+    s: Series, idx: np.ndarray, valid: np.ndarray, first: np.ndarray, last: np.ndarray, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     """Gather frames idx (B, L+1) into a batch dict; valid/first/last are (B, L+1) flags."""
     mu = s.mu[idx].astype(np.float32)
     sigma = np.exp(s.logvar[idx].astype(np.float32) / 2.0)
@@ -144,7 +146,7 @@ class StreamBatches:
         valid = np.ones(need, bool)
         if len(idx) < need:  # tiny data: pad the stream, masked
             pad = need - len(idx)
-            valid[len(idx):] = False
+            valid[len(idx) :] = False
             idx, first, last = (np.concatenate([x, np.zeros(pad, x.dtype)]) for x in (idx, first, last))
         rows = np.arange(self.b)[:, None] * row + np.arange(row + 1)[None, :]
         return idx[rows], valid[rows], first[rows], last[rows]

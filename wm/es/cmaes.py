@@ -79,8 +79,16 @@ class CMAES:
     generation; `tell(returns)` takes the (popsize,) mean returns (higher is better) of the last `ask()`.
     """
 
-    def __init__(self, n: int, popsize: int = 64, sigma0: float = 0.1, weight_decay: float = 0.01, seed: int = 0,
-                 antithetic: bool = True, x0: np.ndarray | None = None):
+    def __init__(
+        self,
+        n: int,
+        popsize: int = 64,
+        sigma0: float = 0.1,
+        weight_decay: float = 0.01,
+        seed: int = 0,
+        antithetic: bool = True,
+        x0: np.ndarray | None = None,
+    ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "could not import matplotlib" at import
             import cma
@@ -91,12 +99,18 @@ class CMAES:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                self.es = cma.CMAEvolutionStrategy(x0, float(sigma0), {
-                    "popsize": self.popsize,
-                    "randn": _Randn(seed),  # also keeps pycma from seeding the global RNG with the time
-                    "verbose": -9, "verb_log": 0, "verb_disp": 0,  # no console output, no outcmaes/ files
-                    "signals_filename": None,
-                })
+                self.es = cma.CMAEvolutionStrategy(
+                    x0,
+                    float(sigma0),
+                    {
+                        "popsize": self.popsize,
+                        "randn": _Randn(seed),  # also keeps pycma from seeding the global RNG with the time
+                        "verbose": -9,
+                        "verb_log": 0,
+                        "verb_disp": 0,  # no console output, no outcmaes/ files
+                        "signals_filename": None,
+                    },
+                )
             self._np_state = np.random.get_state()
         finally:
             np.random.set_state(outer)
@@ -159,8 +173,15 @@ class CMAES:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue identically (pickled pycma object and both RNG states)."""
-        return {"es": pickle.dumps(self.es), "np_state": self._np_state, "seed_rng": self._seed_rng.bit_generator.state,
-                "n": self.n, "popsize": self.popsize, "weight_decay": self.weight_decay, "antithetic": self.antithetic}
+        return {
+            "es": pickle.dumps(self.es),
+            "np_state": self._np_state,
+            "seed_rng": self._seed_rng.bit_generator.state,
+            "n": self.n,
+            "popsize": self.popsize,
+            "weight_decay": self.weight_decay,
+            "antithetic": self.antithetic,
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> CMAES:

@@ -30,8 +30,16 @@ _INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h
 class Controller:
     """Flat-vector controller of one mode; holds only sizes and the layout, the parameters are passed in."""
 
-    def __init__(self, mode: str, z_dim: int, hidden: int, action_dim: int, bias: bool, hidden_units: int = 40,
-                 car_actions: bool | None = None):
+    def __init__(
+        self,
+        mode: str,
+        z_dim: int,
+        hidden: int,
+        action_dim: int,
+        bias: bool,
+        hidden_units: int = 40,
+        car_actions: bool | None = None,
+    ):
         mode = mode.lower()
         if mode not in MODES:
             from wm.errors import WMError
@@ -56,8 +64,15 @@ class Controller:
     def from_config(cls, cfg: Config, action_dim: int) -> Controller:
         """The controller of a resolved config (`cfg.controller`, `cfg.vae.z_dim`, `cfg.mdnrnn.hidden`)."""
         c = cfg.controller
-        return cls(c.mode, cfg.vae.z_dim, cfg.mdnrnn.hidden, action_dim, c.bias, c.hidden_units,
-                   car_actions=cfg.env.name == "carracing")
+        return cls(
+            c.mode,
+            cfg.vae.z_dim,
+            cfg.mdnrnn.hidden,
+            action_dim,
+            c.bias,
+            c.hidden_units,
+            car_actions=cfg.env.name == "carracing",
+        )
 
     def __repr__(self) -> str:
         return f"Controller({self.mode}, in={self.input_dim}, A={self.action_dim}, bias={self.bias}, n={self.n_params})"
@@ -79,8 +94,11 @@ class Controller:
         missing = [k for k in self.inputs if parts[k] is None]
         if missing:
             raise ValueError(f"controller mode {self.mode} needs {missing}")
-        return xp.concat([parts[k] for k in self.inputs], axis=-1) if xp is not np else np.concatenate(
-            [np.asarray(parts[k], np.float32) for k in self.inputs], axis=-1)
+        return (
+            xp.concat([parts[k] for k in self.inputs], axis=-1)
+            if xp is not np
+            else np.concatenate([np.asarray(parts[k], np.float32) for k in self.inputs], axis=-1)
+        )
 
     # ------------------------------------------------------------------ NumPy
     def act(self, params: np.ndarray, z: np.ndarray, c: np.ndarray | None = None, h: np.ndarray | None = None) -> np.ndarray:

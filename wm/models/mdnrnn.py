@@ -59,8 +59,13 @@ class MDNRNN(keras.Model):
         self.built = True
 
     def config_dict(self) -> dict:
-        return {"z_dim": self.z_dim, "action_dim": self.action_dim, "hidden": self.hidden,
-                "num_mixtures": self.num_mixtures, "predict_done": self.predict_done}
+        return {
+            "z_dim": self.z_dim,
+            "action_dim": self.action_dim,
+            "hidden": self.hidden,
+            "num_mixtures": self.num_mixtures,
+            "predict_done": self.predict_done,
+        }
 
     # ------------------------------------------------------------------ cell and head
     def initial_state(self, batch: int | tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -86,7 +91,11 @@ class MDNRNN(keras.Model):
 
     def head(self, h: tf.Tensor) -> MDNOutput:
         """Head on LSTM outputs h (..., H): the per-dimension mixture parameters and the done logit."""
-        out = tf.matmul(h, self.out_kernel) + self.out_bias if h.shape.rank == 2 else tf.tensordot(h, self.out_kernel, 1) + self.out_bias
+        out = (
+            tf.matmul(h, self.out_kernel) + self.out_bias
+            if h.shape.rank == 2
+            else tf.tensordot(h, self.out_kernel, 1) + self.out_bias
+        )
         done = None
         if self.predict_done:
             done, out = out[..., 0], out[..., 1:]
@@ -170,7 +179,9 @@ class DecayingLR(keras.optimizers.schedules.LearningRateSchedule):
         return {"lr": self.lr, "lr_min": self.lr_min, "decay": self.decay}
 
 
-def make_optimizer(lr: float, lr_min: float, decay: float, adam_eps: float = 1e-8, clip: float = 1.0) -> keras.optimizers.Optimizer:
+def make_optimizer(
+    lr: float, lr_min: float, decay: float, adam_eps: float = 1e-8, clip: float = 1.0
+) -> keras.optimizers.Optimizer:
     """Adam with ε 1e-8 and elementwise clip-by-value (§4, §10.13), on the decaying schedule."""
     return keras.optimizers.Adam(learning_rate=DecayingLR(lr, lr_min, decay), epsilon=adam_eps, clipvalue=clip)
 
@@ -187,8 +198,9 @@ def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_w
         z = batch["z"]
         with tf.GradientTape() as tape:
             out, final = model(z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True)
-            total, nll, done_loss = model.loss_terms(out, z[:, 1:], batch["z_mask"], batch.get("done_target"),
-                                                     batch.get("done_mask"), done_weight)
+            total, nll, done_loss = model.loss_terms(
+                out, z[:, 1:], batch["z_mask"], batch.get("done_target"), batch.get("done_mask"), done_weight
+            )
         grads = tape.gradient(total, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return nll, done_loss, final
@@ -207,8 +219,14 @@ def config_path(weights: str | Path) -> Path:
     return Path(weights).with_name("model.json")
 
 
-def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | None = None, hidden: int | None = None,
-                num_mixtures: int | None = None, predict_done: bool | None = None) -> MDNRNN:
+def load_mdnrnn(
+    path: str | Path,
+    z_dim: int | None = None,
+    action_dim: int | None = None,
+    hidden: int | None = None,
+    num_mixtures: int | None = None,
+    predict_done: bool | None = None,
+) -> MDNRNN:
     """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it.
 
     Raises WMError if the file is missing or its shapes do not fit the requested sizes.
@@ -218,7 +236,13 @@ def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | No
         raise WMError(f"M weights not found: {path} (run train-mdnrnn first)")
     meta_path = config_path(path)
     meta = {"num_mixtures": 5, **(json.loads(meta_path.read_text()) if meta_path.exists() else {})}
-    dims = {"z_dim": z_dim, "action_dim": action_dim, "hidden": hidden, "num_mixtures": num_mixtures, "predict_done": predict_done}
+    dims = {
+        "z_dim": z_dim,
+        "action_dim": action_dim,
+        "hidden": hidden,
+        "num_mixtures": num_mixtures,
+        "predict_done": predict_done,
+    }
     for k, v in dims.items():
         if v is None:
             if k not in meta:
@@ -230,4 +254,3 @@ def load_mdnrnn(path: str | Path, z_dim: int | None = None, action_dim: int | No
     except (ValueError, KeyError, OSError) as e:
         raise WMError(f"{path}: weights do not fit M {dims} ({str(e).splitlines()[0][:200]})") from None
     return model
-

@@ -38,7 +38,9 @@ def tempered(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: f
     )
 
 
-def mixture_nll(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+def mixture_nll(
+    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None
+) -> tf.Tensor:
     """Mean negative log-likelihood of `target` (..., z) under the mixtures (..., z, K) over unmasked entries.
 
     `mask` has the shape of `target` without the last axis (one flag per step, e.g. padding) or the shape of
@@ -53,7 +55,9 @@ def mixture_nll(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, target: tf.
     return tf.reduce_sum(nll * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
-def weighted_done_loss(done_logit: tf.Tensor, done_target: tf.Tensor, mask: tf.Tensor | None = None, pos_weight: float = 10.0) -> tf.Tensor:
+def weighted_done_loss(
+    done_logit: tf.Tensor, done_target: tf.Tensor, mask: tf.Tensor | None = None, pos_weight: float = 10.0
+) -> tf.Tensor:
     """Sigmoid cross-entropy of the done ("restart") logit with positives weighted ×`pos_weight`, mean over steps (§4)."""
     target = tf.cast(done_target, done_logit.dtype)
     ce = tf.nn.weighted_cross_entropy_with_logits(labels=target, logits=done_logit, pos_weight=pos_weight)
@@ -98,6 +102,10 @@ def sample_mixture(
     return loc + scale * normal
 
 
-def sample(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float, seed: tf.Tensor | tuple[int, int]) -> tf.Tensor:
+def sample(
+    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float, seed: tf.Tensor | tuple[int, int]
+) -> tf.Tensor:
     """A draw from the tempered mixture using TFP's own stateless sampler (for tests and one-off use)."""
-    return tempered(logmix, mu, logstd, temperature).sample(seed=tf.constant(seed, tf.int32) if isinstance(seed, tuple) else seed)
+    return tempered(logmix, mu, logstd, temperature).sample(
+        seed=tf.constant(seed, tf.int32) if isinstance(seed, tuple) else seed
+    )

@@ -40,8 +40,10 @@ class ConvVAE(keras.Model):
         # §2 table, rows 1–5: 64→31→14→6→2, flattened in NHWC order to 1024.
         self.encoder = keras.Sequential(
             [keras.Input(FRAME)]
-            + [L.Conv2D(f, 4, strides=2, padding="valid", activation="relu", name=f"enc_conv{i}")
-               for i, f in enumerate((32, 64, 128, 256), 1)]
+            + [
+                L.Conv2D(f, 4, strides=2, padding="valid", activation="relu", name=f"enc_conv{i}")
+                for i, f in enumerate((32, 64, 128, 256), 1)
+            ]
             + [L.Flatten(name="enc_flatten")],
             name="encoder",
         )
@@ -53,10 +55,11 @@ class ConvVAE(keras.Model):
         # Rows 8–12: 1×1 → 5 → 13 → 30 → 64. The output layer stays float32 under mixed precision (issue 4, item 6).
         self.decoder = keras.Sequential(
             [keras.Input((self.z_dim,)), L.Dense(1024, name="dec_dense"), L.Reshape((1, 1, 1024), name="dec_reshape")]
-            + [L.Conv2DTranspose(f, k, strides=2, padding="valid", activation="relu", name=f"dec_deconv{i}")
-               for i, (f, k) in enumerate(((128, 5), (64, 5), (32, 6)), 1)]
-            + [L.Conv2DTranspose(3, 6, strides=2, padding="valid", activation="sigmoid", dtype="float32",
-                                 name="dec_deconv4")],
+            + [
+                L.Conv2DTranspose(f, k, strides=2, padding="valid", activation="relu", name=f"dec_deconv{i}")
+                for i, (f, k) in enumerate(((128, 5), (64, 5), (32, 6)), 1)
+            ]
+            + [L.Conv2DTranspose(3, 6, strides=2, padding="valid", activation="sigmoid", dtype="float32", name="dec_deconv4")],
             name="decoder",
         )
         self.built = True
@@ -121,8 +124,9 @@ def sample_eps(seed: int, step, z_dim: int, batch) -> tf.Tensor:
     return tf.random.stateless_normal((batch, z_dim), seed=s)
 
 
-def make_train_step(model: ConvVAE, optimizer, kl_tolerance: float, seed: int,
-                    strategy=None) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+def make_train_step(
+    model: ConvVAE, optimizer, kl_tolerance: float, seed: int, strategy=None
+) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
     """A compiled `train_step(x_uint8, step) -> (loss, recon, kl)` (graph mode, no XLA: XLA is slower on CPU).
 
     Under a MirroredStrategy each replica takes its slice of the batch; the loss is divided by the replica count
@@ -185,12 +189,13 @@ def load_vae(path: str | Path, z_dim: int) -> ConvVAE:
     expected = [tuple(w.shape) for w in model.weights]
     if sorted(found) != sorted(expected):
         zs = sorted({s[-1] for s in found if len(s) == 2 and s[0] == 1024})
-        raise WMError(f"VAE weights {path} do not fit ConvVAE(z_dim={z_dim}): file has {len(found)} arrays "
-                      f"(μ/logvar width {zs or '?'}), model expects {len(expected)} (width {z_dim}); "
-                      f"check vae.z_dim")
+        raise WMError(
+            f"VAE weights {path} do not fit ConvVAE(z_dim={z_dim}): file has {len(found)} arrays "
+            f"(μ/logvar width {zs or '?'}), model expects {len(expected)} (width {z_dim}); "
+            f"check vae.z_dim"
+        )
     try:
         model.load_weights(str(path))
     except Exception as e:
         raise WMError(f"VAE weights {path} do not fit ConvVAE(z_dim={z_dim}): {e}".splitlines()[0]) from None
     return model
-

@@ -84,6 +84,7 @@ def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False
 
 # ---------------------------------------------------------------- worker process
 
+
 class _Writer:
     """One background thread per worker that compresses and writes the previous episode while the next one runs.
 
@@ -141,8 +142,9 @@ def agent_models(cfg: Config, run_dir: Path | None) -> Any:
     return AgentModels(cfg, agent_source(cfg, run_dir))
 
 
-def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None,
-                 agent: Any = None) -> tuple[dict[str, np.ndarray], int, int]:
+def collect_slot(
+    cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None, agent: Any = None
+) -> tuple[dict[str, np.ndarray], int, int]:
     """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts).
 
     `agent`: the loaded `AgentModels` for `collect.policy: agent` (loaded here from `run_dir` when not given).
@@ -165,8 +167,9 @@ def collect_slot(cfg: Config, env, adim: int, slot: int, run_dir: Path | None = 
         steps += len(ep["done"])
         if len(ep["done"]) > int(cfg.collect.min_length):
             return ep, attempt + 1, steps
-    raise WMError(f"episode slot {slot}: no episode longer than collect.min_length={cfg.collect.min_length} "
-                  f"in {MAX_ATTEMPTS} attempts")
+    raise WMError(
+        f"episode slot {slot}: no episode longer than collect.min_length={cfg.collect.min_length} in {MAX_ATTEMPTS} attempts"
+    )
 
 
 def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
@@ -229,30 +232,51 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
     with make_logger(run, "collect") as log:
         good, todo = existing(folder, target, log, episode_spec(cfg))
         frames = sum(good.values())
-        log.info("%s: %d/%d episodes on disk, %d to collect with %d workers (policy %s, preprocess %s)",
-                 cfg.env.name, len(good), target, len(todo), workers, cfg.collect.policy, cfg.env.preprocess)
+        log.info(
+            "%s: %d/%d episodes on disk, %d to collect with %d workers (policy %s, preprocess %s)",
+            cfg.env.name,
+            len(good),
+            target,
+            len(todo),
+            workers,
+            cfg.collect.policy,
+            cfg.env.preprocess,
+        )
         steps = rejected = 0
         t0 = time.perf_counter()
         if todo:
-            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker,
-                                (cfg.to_dict(), str(folder)))
+            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker, (cfg.to_dict(), str(folder)))
             for slot, n, attempts, spent, _ in results:
                 good[slot] = n
                 frames += n
                 steps += spent
                 rejected += attempts - 1
                 sps = steps / max(time.perf_counter() - t0, 1e-9)
-                log.scalars(len(good), {"collect/episodes": len(good), "collect/frames": frames,
-                                        "collect/steps_per_s": sps, "collect/rejected": rejected}, console=5.0)
+                log.scalars(
+                    len(good),
+                    {
+                        "collect/episodes": len(good),
+                        "collect/frames": frames,
+                        "collect/steps_per_s": sps,
+                        "collect/rejected": rejected,
+                    },
+                    console=5.0,
+                )
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target, spec=episode_spec(cfg))
         if todo:
-            raise WMError(f"collect: {len(todo)} episode files missing or unreadable after collection (first: "
-                          f"{episode_name(todo[0])})")
+            raise WMError(
+                f"collect: {len(todo)} episode files missing or unreadable after collection (first: {episode_name(todo[0])})"
+            )
         lengths = np.array([good[k] for k in range(target)]) if target else np.zeros(1)
-        info = {"collect/episodes": target, "collect/frames": int(lengths.sum()) if target else 0,
-                "collect/steps_per_s": steps / elapsed if steps else 0.0, "collect/rejected": rejected,
-                "collect/mean_length": float(lengths.mean()), "collect/workers": workers}
+        info = {
+            "collect/episodes": target,
+            "collect/frames": int(lengths.sum()) if target else 0,
+            "collect/steps_per_s": steps / elapsed if steps else 0.0,
+            "collect/rejected": rejected,
+            "collect/mean_length": float(lengths.mean()),
+            "collect/workers": workers,
+        }
         log.scalars(target, {k: info[k] for k in ("collect/episodes", "collect/frames", "collect/steps_per_s")})
         log.info("done: %d episodes, %d frames, mean length %.1f", target, info["collect/frames"], info["collect/mean_length"])
     run.mark_done("collect", info)

@@ -52,8 +52,9 @@ def summarise(run: RunDir, full: bool = False) -> dict:
     if cfg is not None and "collect" in cfg:
         out["target"] = int(cfg.collect.episodes)
     if len(n):
-        out.update(length_min=int(n.min()), length_mean=float(n.mean()), length_median=float(np.median(n)),
-                   length_max=int(n.max()))
+        out.update(
+            length_min=int(n.min()), length_mean=float(n.mean()), length_median=float(np.median(n)), length_max=int(n.max())
+        )
     return out
 
 
@@ -76,8 +77,10 @@ def main(args: argparse.Namespace) -> int:
         target = f" (target {s['target']})" if "target" in s else ""
         print(f"{s['run']}/episodes: {s['episodes']} episodes{target}, {s['frames']} frames")
         if s["episodes"]:
-            print(f"  length min {s['length_min']}  mean {s['length_mean']:.1f}  median {s['length_median']:g}  "
-                  f"max {s['length_max']}")
+            print(
+                f"  length min {s['length_min']}  mean {s['length_mean']:.1f}  median {s['length_median']:g}  "
+                f"max {s['length_max']}"
+            )
         print(f"  bad files: {len(s['bad_files'])}")
         for b in s["bad_files"]:
             print(f"    {b['file']}: {b['reason']}")

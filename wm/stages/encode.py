@@ -70,8 +70,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     with make_logger(run, "encode") as log:
         # the one validation path, over every episode before anything is written: a misshapen or corrupt file is
         # named and skipped (never half-encoded), and too many of them refuse the stage with series/ untouched
-        checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log,
-                               **episode_spec(cfg))
+        checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
         episodes = checked.paths
         out.mkdir(parents=True, exist_ok=True)
         tf_setup.setup()
@@ -100,8 +99,14 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 skipped += 1
             else:
                 mu, lv = encode_frames(encoder, ep["obs"], bs)
-                write_episode(target, mu=mu.astype(np.float16), logvar=lv.astype(np.float16),
-                              action=ep["action"], reward=ep["reward"], done=ep["done"])
+                write_episode(
+                    target,
+                    mu=mu.astype(np.float16),
+                    logvar=lv.astype(np.float16),
+                    action=ep["action"],
+                    reward=ep["reward"],
+                    done=ep["done"],
+                )
                 written += 1
                 frames += len(mu)
             if need_initial:
@@ -110,16 +115,31 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             now = time.perf_counter()
             if now - last >= 2.0 or path == episodes[-1]:
                 last = now
-                log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": frames / max(now - t0, 1e-9)},
-                            console=15.0)
+                log.scalars(
+                    len(good),
+                    {"encode/episodes": len(good), "encode/frames_per_s": frames / max(now - t0, 1e-9)},
+                    console=15.0,
+                )
         checked.refuse_if_too_many_bad(cfg.data.max_bad_share, late)
         k = sorted(initial)[:n_init]
         atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
         fps = frames / max(time.perf_counter() - t0, 1e-9)
         log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": fps, "encode/bad_files": bad})
-        info = {"episodes": len(good), "written": written, "kept": skipped, "bad_files": bad, "z_dim": z_dim,
-                "initial_z": len(k), "frames_per_s": round(fps, 1)}
+        info = {
+            "episodes": len(good),
+            "written": written,
+            "kept": skipped,
+            "bad_files": bad,
+            "z_dim": z_dim,
+            "initial_z": len(k),
+            "frames_per_s": round(fps, 1),
+        }
         run.mark_done("encode", info)
-        log.info("encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d", len(good), written,
-                 skipped, bad, len(k))
-
+        log.info(
+            "encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d",
+            len(good),
+            written,
+            skipped,
+            bad,
+            len(k),
+        )

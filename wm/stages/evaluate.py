@@ -23,25 +23,41 @@ from wm.rundir import RunDir, atomic_write_json
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--params", default=None, metavar="{best,mean,FILE.npz}",
-                   help="controller parameters: best | mean (controller/<x>.npz) | a .npz path (default: evaluate.params)")
+    p.add_argument(
+        "--params",
+        default=None,
+        metavar="{best,mean,FILE.npz}",
+        help="controller parameters: best | mean (controller/<x>.npz) | a .npz path (default: evaluate.params)",
+    )
     p.add_argument("--dream", action="store_true", help="evaluate inside M (the dream) instead of the real env")
     p.add_argument("--random", action="store_true", help="uniform random actions instead of C (needs no trained model)")
     p.add_argument("--sweep", action="store_true", help="Doom τ table over evaluate.temperatures (dream and real)")
-    p.add_argument("--sweep-runs", nargs="+", default=[], metavar="RUN",
-                   help="with --sweep: run dirs of controllers trained at other τ (their dream.temperature picks the row)")
+    p.add_argument(
+        "--sweep-runs",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="with --sweep: run dirs of controllers trained at other τ (their dream.temperature picks the row)",
+    )
     p.add_argument("--episodes", type=int, default=None, help="episodes (default: evaluate.episodes)")
-    p.add_argument("--seed", type=int, default=None,
-                   help="first seed of a side run's episodes (default: evaluate.seed); round control's checks use it")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="first seed of a side run's episodes (default: evaluate.seed); round control's checks use it",
+    )
     p.add_argument("--temperature", type=float, default=None, help="dream τ (default: dream.temperature)")
-    p.add_argument("--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)")
+    p.add_argument(
+        "--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)"
+    )
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
 
 
 def side_run(args: argparse.Namespace) -> bool:
     """Everything but the default real evaluation is a side run: it neither checks nor writes eval/DONE."""
-    return bool(args.dream or args.random or args.sweep or (args.tag not in (None, "real"))
-                or getattr(args, "seed", None) is not None)
+    return bool(
+        args.dream or args.random or args.sweep or (args.tag not in (None, "real")) or getattr(args, "seed", None) is not None
+    )
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
@@ -71,13 +87,14 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     temperature = getattr(args, "temperature", None)
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
     # the episodes play at τ; the summary keeps the run's own config hash
-    cfg_t = cfg if temperature is None else C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature")
+    cfg_t = (
+        cfg if temperature is None else C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature")
+    )
     params, pfile = None, None
     if kind in ("real", "dream"):
         world = load_world(cfg, run, need=("params",), params=getattr(args, "params", None))
         params, pfile = world.params, world.params_path
-    extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None,
-             "env": cfg.env.name}
+    extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
     if dream:
         extra["temperature"] = temperature
     default = not side_run(args)
@@ -85,8 +102,15 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     # the dream runs every episode in one batched graph (wm/dream.py): one process, no TF start-up per worker
     workers = 1 if dream else int(cfg.evaluate.workers)
     with make_logger(run, "evaluate") as log:
-        log.info("evaluating %s (%s) on %d episodes, seeds %d…%d, %d workers", tag, extra["mode"], len(seeds), seeds[0],
-                 seeds[-1], workers)
+        log.info(
+            "evaluating %s (%s) on %d episodes, seeds %d…%d, %d workers",
+            tag,
+            extra["mode"],
+            len(seeds),
+            seeds[0],
+            seeds[-1],
+            workers,
+        )
         t0 = time.time()
         progress = Progress(len(seeds), tag)
 
@@ -97,9 +121,16 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         returns, lengths = play(cfg_t, run, kind, params, seeds, temperature, workers=workers, progress=on_chunk, log=log)
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra)
-        log.scalars(len(seeds), {f"{prefix}/mean": summary["mean"], f"{prefix}/std": summary["std"],
-                                 f"{prefix}/episodes": summary["episodes"], f"{prefix}/len_mean": summary["len_mean"]},
-                    console=False)
+        log.scalars(
+            len(seeds),
+            {
+                f"{prefix}/mean": summary["mean"],
+                f"{prefix}/std": summary["std"],
+                f"{prefix}/episodes": summary["episodes"],
+                f"{prefix}/len_mean": summary["len_mean"],
+            },
+            console=False,
+        )
         log.info("%s: %s", tag, format_summary(summary))
         gifs = getattr(args, "gifs", None)
         for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(seeds))):

@@ -33,10 +33,17 @@ from wm.stages.report import evaluations
 
 def add_args(p: argparse.ArgumentParser) -> None:
     add_run_args(p)
-    p.add_argument("--mpi", type=int, default=0, metavar="N",
-                   help="run train-controller under `mpirun -n N` (rank 0 = CMA-ES master, N-1 workers)")
+    p.add_argument(
+        "--mpi",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run train-controller under `mpirun -n N` (rank 0 = CMA-ES master, N-1 workers)",
+    )
     p.add_argument("--until", default=None, choices=[s.verb for s in STAGES], help="stop after this stage")
-    p.add_argument("--demo", action="store_true", help="also evaluate the random and dream baselines, write the report, print the table")
+    p.add_argument(
+        "--demo", action="store_true", help="also evaluate the random and dream baselines, write the report, print the table"
+    )
     p.add_argument("--progress-every", type=float, default=30.0, metavar="S", help="seconds between progress lines")
 
 
@@ -47,7 +54,7 @@ def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
 
 
 def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -> str:
-    """"<tag>: 42%  elapsed 1m05s  ETA 1m30s": the ETA extrapolates the progress made since this command started
+    """ "<tag>: 42%  elapsed 1m05s  ETA 1m30s": the ETA extrapolates the progress made since this command started
     the stage (from `p0`), so a resumed stage, or a round's collect that starts with the previous round's episodes
     linked in, is not credited with work done before."""
     pct = f"{100 * p:.0f}%" if p is not None else "…"
@@ -88,8 +95,12 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
 def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     """Random policy vs trained C (first pass and every round), in the real game and in the run's own dream."""
     first = "C, first pass" if rounds else "trained C"
-    rows = [("random policy", run, "real", "random"), ("random policy", run, "dream", "random-dream"),
-            (first, run, "real", "real"), (first, run, "dream", "dream")]
+    rows = [
+        ("random policy", run, "real", "random"),
+        ("random policy", run, "dream", "random-dream"),
+        (first, run, "real", "real"),
+        (first, run, "dream", "dream"),
+    ]
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
     found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
@@ -133,7 +144,9 @@ def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every)
             timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
             if rc != 0 or not run.is_done(st.verb):
-                raise WMError(f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume")
+                raise WMError(
+                    f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume"
+                )
             print(f"{tag}: done in {duration(elapsed)}", flush=True)
         if args.until == st.verb:
             return
@@ -165,9 +178,12 @@ def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
 def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None) -> dict:
     """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped."""
     best = history[best_pass(history)]
-    doc = {"passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
-           "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
-           "check_seeds": check_seeds(cfg), "stopped": stopped}
+    doc = {
+        "passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
+        "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
+        "check_seeds": check_seeds(cfg),
+        "stopped": stopped,
+    }
     atomic_write_json(run.rounds_path, doc)
     return doc
 
@@ -189,16 +205,22 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg)
         write_rounds(run, cfg, history, None)
-        print(f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}"
-              f"{' (exploits the dream)' if last.exploits(float(cfg.iterate.exploit_ratio)) else ''}; "
-              f"collect with exploration {explore:g}, fine-tune M, retrain C", flush=True)
+        print(
+            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}"
+            f"{' (exploits the dream)' if last.exploits(float(cfg.iterate.exploit_ratio)) else ''}; "
+            f"collect with exploration {explore:g}, fine-tune M, retrain C",
+            flush=True,
+        )
         child = prepare_round(run, cfg, k, explore)
         _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
         rounds.append(child)
         history.append(check_pass(child, child.load_config(), child.path.name))
     doc = write_rounds(run, cfg, history, reason)
-    print(f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
-          f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}", flush=True)
+    print(
+        f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
+        f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}",
+        flush=True,
+    )
     return rounds
 
 
@@ -206,8 +228,10 @@ def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     cfg = run.bind_config(resolve_config(args), None)
     if args.force and (old := round_dirs(run.path)):
-        raise WMError(f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "
-                      f"move or delete {run.path}/round* first")
+        raise WMError(
+            f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "
+            f"move or delete {run.path}/round* first"
+        )
     t0 = time.time()
     timings: dict[str, float] = {}
     _run_stages(run, cfg, args, timings)
@@ -220,8 +244,10 @@ def main(args: argparse.Namespace) -> int:
             (run, "run report", ["report"]),
         ]
         for k, child in enumerate(rounds, 1):
-            extra += [(child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]),
-                      (child, f"round {k}: report", ["report"])]
+            extra += [
+                (child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]),
+                (child, f"round {k}: report", ["report"]),
+            ]
         for where, what, verb_args in extra:
             print(f"[demo] {what}", flush=True)
             subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(where.path)], check=True)
@@ -230,5 +256,8 @@ def main(args: argparse.Namespace) -> int:
     print(f"pipeline finished in {duration(total)}: " + ", ".join(f"{k} {duration(v)}" for k, v in timings.items()))
     hist = run.timings_path
     with open(hist, "a") as f:
-        f.write(json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}}) + "\n")
+        f.write(
+            json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}})
+            + "\n"
+        )
     return 0

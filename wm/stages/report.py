@@ -21,11 +21,29 @@ from wm.paper import SCORES, paper_row
 from wm.registry import STAGES, plots
 from wm.rundir import RunDir, atomic_write_text, read_jsonl
 
-CONFIG_KEYS = ("env.name", "env.preprocess", "env.max_steps", "collect.episodes", "vae.z_dim", "vae.epochs",
-               "mdnrnn.hidden", "mdnrnn.num_mixtures", "mdnrnn.epochs", "controller.mode", "dream.temperature",
-               "es.fitness", "es.popsize", "es.trials", "es.generations", "evaluate.episodes", "run.seed")
-IMAGES = (("V reconstructions (originals over reconstructions)", "reconstructions"),
-          ("Dream rollouts of M with random actions, decoded by V", "dream_preview"))  # (title, artifact key)
+CONFIG_KEYS = (
+    "env.name",
+    "env.preprocess",
+    "env.max_steps",
+    "collect.episodes",
+    "vae.z_dim",
+    "vae.epochs",
+    "mdnrnn.hidden",
+    "mdnrnn.num_mixtures",
+    "mdnrnn.epochs",
+    "controller.mode",
+    "dream.temperature",
+    "es.fitness",
+    "es.popsize",
+    "es.trials",
+    "es.generations",
+    "evaluate.episodes",
+    "run.seed",
+)
+IMAGES = (
+    ("V reconstructions (originals over reconstructions)", "reconstructions"),
+    ("Dream rollouts of M with random actions, decoded by V", "dream_preview"),
+)  # (title, artifact key)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -105,12 +123,27 @@ def render(run: RunDir) -> str:
     if cfg is None:
         raise WMError(f"{run.config_path} not found: not a run directory")
     env = cfg.env.name
-    lines = [f"# World Models run report: `{run.path.name}`", "",
-             f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
-             "Paper numbers: `paper_settings.md` §9.", "", "## Configuration", "", "| key | value |", "|---|---|"]
+    lines = [
+        f"# World Models run report: `{run.path.name}`",
+        "",
+        f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
+        "Paper numbers: `paper_settings.md` §9.",
+        "",
+        "## Configuration",
+        "",
+        "| key | value |",
+        "|---|---|",
+    ]
     lines += [f"| `{k}` | {number(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
-    lines += ["", "Full config: [config.yaml](config.yaml)", "", "## Stages", "", "| stage | state | key figures | time |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        "Full config: [config.yaml](config.yaml)",
+        "",
+        "## Stages",
+        "",
+        "| stage | state | key figures | time |",
+        "|---|---|---|---|",
+    ]
     pipeline = (read_jsonl(run.timings_path) or [{}])[-1]
     for st in STAGES:
         figs = dict(key_figures(run, st.verb))
@@ -126,18 +159,25 @@ def render(run: RunDir) -> str:
     lines += ["", "## Evaluation", ""]
     evals = evaluations(run)
     if evals:
-        lines += ["| evaluation | mode | episodes | score (mean ± std) | min / median / max | paper | files |",
-                  "|---|---|---|---|---|---|---|"]
+        lines += [
+            "| evaluation | mode | episodes | score (mean ± std) | min / median / max | paper | files |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for s in evals:
             mode = s.get("mode", "?") + (f" τ {s['temperature']:g}" if s.get("temperature") is not None else "")
             episodes = run.eval_episodes(s["_dir"].name)
             files = [f"[episodes]({_rel(run, episodes)})"] if episodes.exists() else []
             files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
-            lines.append(f"| {s['tag']} | {mode} | {s['episodes']} | **{s['mean']:.1f} ± {s['std']:.1f}** | "
-                         f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |")
+            lines.append(
+                f"| {s['tag']} | {mode} | {s['episodes']} | **{s['mean']:.1f} ± {s['std']:.1f}** | "
+                f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |"
+            )
         if env == "doom_takecover":
-            lines += ["", f"Doom scores are steps survived (+1 per tic, capped at env.max_steps = {cfg.env.max_steps}; the paper's cap is "
-                      "2100); solved = mean > 750 over 100 trials."]
+            lines += [
+                "",
+                f"Doom scores are steps survived (+1 per tic, capped at env.max_steps = {cfg.env.max_steps}; "
+                "the paper's cap is 2100); solved = mean > 750 over 100 trials.",
+            ]
     else:
         lines.append("No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`.")
     sweep, data = run.artifact("tau_sweep_table"), run.artifact("tau_sweep")
@@ -157,7 +197,12 @@ def render(run: RunDir) -> str:
             lines += [f"**{title}**", "", f"![{title}]({_rel(run, p)})", ""]
         for g in gifs:
             panels = "decoded dream" if "dream" in g.parent.name else "real screen | 64×64 input | V reconstruction"
-            lines += [f"**Evaluation `{g.parent.name}`, {g.stem}** ({panels})", "", f"![{g.parent.name} {g.stem}]({_rel(run, g)})", ""]
+            lines += [
+                f"**Evaluation `{g.parent.name}`, {g.stem}** ({panels})",
+                "",
+                f"![{g.parent.name} {g.stem}]({_rel(run, g)})",
+                "",
+            ]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -36,8 +36,13 @@ STATE_VERSION = 1
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stop-after", type=int, default=0, metavar="N",
-                   help="stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations")
+    p.add_argument(
+        "--stop-after",
+        type=int,
+        default=0,
+        metavar="N",
+        help="stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations",
+    )
 
 
 def check_upstream(cfg: Config, run: RunDir) -> None:
@@ -57,7 +62,9 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
 
 def eval_seeds(cfg: Config) -> np.ndarray:
     """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
-    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64)
+    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(
+        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64
+    )
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
@@ -97,8 +104,10 @@ def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 — any unpickling failure means the same thing to the user
         raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
     if state.get("version") != STATE_VERSION or state["n_params"] != n or state["popsize"] != popsize:
-        raise WMError(f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
-                      f"the config asks {n} × {popsize}; rerun with --force to start afresh")
+        raise WMError(
+            f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
+            f"the config asks {n} × {popsize}; rerun with --force to start afresh"
+        )
     return state
 
 
@@ -132,8 +141,17 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     else:
         x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
         es = CMAES(n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic, x0=x0)
-        st = {"version": STATE_VERSION, "n_params": n, "popsize": P, "generation": 0, "elapsed": 0.0, "best_fitness": -np.inf,
-              "best_eval": -np.inf, "best_eval_gen": 0, "metrics_bytes": 0}
+        st = {
+            "version": STATE_VERSION,
+            "n_params": n,
+            "popsize": P,
+            "generation": 0,
+            "elapsed": 0.0,
+            "best_fitness": -np.inf,
+            "best_eval": -np.inf,
+            "best_eval_gen": 0,
+            "metrics_bytes": 0,
+        }
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
     spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
     seeds_eval = eval_seeds(cfg)
@@ -144,11 +162,21 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
 
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
-        log.info("%s CMA-ES: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s", "resuming" if gen0 else "starting",
-                 n, P, K, es_cfg.fitness, gen0, G,
-                 "" if gen0 else f" (σ₀ {es_cfg.sigma0}{', mean from ' + str(es_cfg.init_from) if es_cfg.init_from else ''})")
+        log.info(
+            "%s CMA-ES: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s",
+            "resuming" if gen0 else "starting",
+            n,
+            P,
+            K,
+            es_cfg.fitness,
+            gen0,
+            G,
+            "" if gen0 else f" (σ₀ {es_cfg.sigma0}{', mean from ' + str(es_cfg.init_from) if es_cfg.init_from else ''})",
+        )
         try:
-            pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
+            pool = make_pool(
+                init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop
+            )
         except RuntimeError as e:
             raise WMError(str(e)) from None
         chunk = task_chunk(es_cfg, P, pool.size)
@@ -168,10 +196,18 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 gen = st["generation"] + 1
                 ok = np.isfinite(fitness)
                 st["best_fitness"] = max(st["best_fitness"], float(fitness[ok].max()))
-                rec = {"es/generation": gen, "es/mean": fitness[ok].mean(), "es/min": fitness[ok].min(),
-                       "es/max": fitness[ok].max(), "es/std": fitness[ok].std(), "es/best": st["best_fitness"],
-                       "es/sigma": es.sigma, "es/len_mean": lengths[ok].mean(), "es/len_max": lengths[ok].max(),
-                       "es/lost": lost}
+                rec = {
+                    "es/generation": gen,
+                    "es/mean": fitness[ok].mean(),
+                    "es/min": fitness[ok].min(),
+                    "es/max": fitness[ok].max(),
+                    "es/std": fitness[ok].std(),
+                    "es/best": st["best_fitness"],
+                    "es/sigma": es.sigma,
+                    "es/len_mean": lengths[ok].mean(),
+                    "es/len_max": lengths[ok].max(),
+                    "es/lost": lost,
+                }
                 episodes = P * K
                 mean = es.mean
                 if gen % int(es_cfg.eval_every) == 0 or gen == G:
@@ -197,14 +233,27 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         except KeyboardInterrupt:
             if "es" in st:
                 save(st)  # the last complete generation; the one in flight is dropped
-            log.info("stopped at generation %d; checkpoint %s written; rerun the same command to resume",
-                     st["generation"], state_path)
+            log.info(
+                "stopped at generation %d; checkpoint %s written; rerun the same command to resume",
+                st["generation"],
+                state_path,
+            )
             raise
         finally:
             pool.close()
         if not run.params("best").exists():
             raise WMError("no evaluation of the mean was recorded")
-        log.info("done: %d generations, best eval %.2f at generation %d", st["generation"], st["best_eval"], st["best_eval_gen"])
+        log.info(
+            "done: %d generations, best eval %.2f at generation %d", st["generation"], st["best_eval"], st["best_eval_gen"]
+        )
     last = {k: v for k, v in (rec if G > gen0 else {}).items() if k in ("es/mean",)}
-    run.mark_done(VERB, {"es/generation": st["generation"], "es/best": st["best_fitness"], "es/eval_best": st["best_eval"],
-                         "best_generation": st["best_eval_gen"], **last})
+    run.mark_done(
+        VERB,
+        {
+            "es/generation": st["generation"],
+            "es/best": st["best_fitness"],
+            "es/eval_best": st["best_eval"],
+            "best_generation": st["best_eval_gen"],
+            **last,
+        },
+    )

@@ -42,8 +42,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     a_dim = action_dim(cfg.env.name)
     with make_logger(run, "train-mdnrnn") as log:
         series = load_series(run.series_dir, cfg.vae.z_dim, a_dim, log, max_bad_share=cfg.data.max_bad_share)
-        log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames,
-                 series.bad_files)
+        log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
         log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
         import keras
 
@@ -62,8 +61,13 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             log.info("warm start from %s", m_cfg.init_from)
         schedule = [float(m_cfg.lr), float(m_cfg.lr_min), float(m_cfg.lr_decay)]
         if state["step"] and state.get("lr_schedule", schedule) != schedule:  # the schedule follows config.yaml: say so
-            log.warning("mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
-                        "the new schedule (config.yaml) from step %d", state["lr_schedule"], schedule, state["step"])
+            log.warning(
+                "mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
+                "the new schedule (config.yaml) from step %d",
+                state["lr_schedule"],
+                schedule,
+                state["step"],
+            )
         state["lr_schedule"] = schedule
         train_step = make_train_step(model, opt, m_cfg.done_weight)
         rate = Rate()
@@ -74,9 +78,18 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             check_finite(nll + done_loss, state["step"] + 1, ckpt)
             state["step"] += 1
             rate.add(1)
-            log.scalars(state["step"], {"mdnrnn/step": state["step"], "mdnrnn/epoch": state["epoch"], "mdnrnn/nll": nll,
-                                        "mdnrnn/done_loss": done_loss, "mdnrnn/lr": float(opt.learning_rate),
-                                        "mdnrnn/steps_per_s": rate.read()}, console=10.0)
+            log.scalars(
+                state["step"],
+                {
+                    "mdnrnn/step": state["step"],
+                    "mdnrnn/epoch": state["epoch"],
+                    "mdnrnn/nll": nll,
+                    "mdnrnn/done_loss": done_loss,
+                    "mdnrnn/lr": float(opt.learning_rate),
+                    "mdnrnn/steps_per_s": rate.read(),
+                },
+                console=10.0,
+            )
             return final, nll, done_loss
 
         last = (float("nan"), float("nan"))
@@ -106,8 +119,13 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             preview(cfg, run, model, log)
         except WMError as e:
             log.warning("no dream preview: %s", e)
-        info = {"mdnrnn/step": state["step"], "mdnrnn/nll": last[0], "mdnrnn/done_loss": last[1],
-                "params": int(model.count_params()), "mdnrnn/bad_files": series.bad_files}
+        info = {
+            "mdnrnn/step": state["step"],
+            "mdnrnn/nll": last[0],
+            "mdnrnn/done_loss": last[1],
+            "params": int(model.count_params()),
+            "mdnrnn/bad_files": series.bad_files,
+        }
         run.mark_done("train-mdnrnn", info)
         log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
 
@@ -151,8 +169,16 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     world = load_world(cfg, run, need=("vae", "initial_z"))
     vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
     steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
-    env = DreamEnv(model, ctrl, mu, logvar, cfg.dream.temperature, steps, done_sampling=cfg.dream.done_sampling,
-                   done_weight=cfg.mdnrnn.done_weight)
+    env = DreamEnv(
+        model,
+        ctrl,
+        mu,
+        logvar,
+        cfg.dream.temperature,
+        steps,
+        done_sampling=cfg.dream.done_sampling,
+        done_weight=cfg.mdnrnn.done_weight,
+    )
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
     for _ in range(n):

@@ -108,12 +108,24 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         state.update(batch=0, sums=[0.0, 0.0, 0.0, 0])
     state["data"] = data_id
     if ckpt.lr_change is not None:  # the checkpoint's Adam holds its own learning rate; config.yaml's is applied
-        log.warning("vae.lr changed since the checkpoint: %g -> %g; the resumed optimiser uses %g (config.yaml), "
-                    "use --force to retrain from scratch", *ckpt.lr_change, ckpt.lr_change[1])
+        log.warning(
+            "vae.lr changed since the checkpoint: %g -> %g; the resumed optimiser uses %g (config.yaml), "
+            "use --force to retrain from scratch",
+            *ckpt.lr_change,
+            ckpt.lr_change[1],
+        )
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
-    log.info("V: z=%d, %d params; %d train episodes (%d frames, %d steps/epoch), %d val episodes (%d frames); %s",
-             v.z_dim, model.count_params(), len(train_paths), train_frames, steps_per_epoch, len(val_paths), val_frames,
-             f"resuming at epoch {state['epoch']} batch {state['batch']}" if state["step"] else "starting")
+    log.info(
+        "V: z=%d, %d params; %d train episodes (%d frames, %d steps/epoch), %d val episodes (%d frames); %s",
+        v.z_dim,
+        model.count_params(),
+        len(train_paths),
+        train_frames,
+        steps_per_epoch,
+        len(val_paths),
+        val_frames,
+        f"resuming at epoch {state['epoch']} batch {state['batch']}" if state["step"] else "starting",
+    )
     log.scalars(state["step"], {"vae/bad_files": len(checked.bad)}, console=False)
 
     seed = int(cfg.run.seed)
@@ -124,8 +136,16 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     while state["epoch"] < v.epochs and not state.get("stopped"):
         epoch = state["epoch"]
-        ds = frame_dataset(train_paths, v.batch_size, seed=seed, epoch=epoch, shuffle_buffer=v.shuffle_buffer,
-                           skip_batches=state["batch"], cycle=v.parallel_files, failures=late)
+        ds = frame_dataset(
+            train_paths,
+            v.batch_size,
+            seed=seed,
+            epoch=epoch,
+            shuffle_buffer=v.shuffle_buffer,
+            skip_batches=state["batch"],
+            cycle=v.parallel_files,
+            failures=late,
+        )
         if distribute:
             ds = strategy.experimental_distribute_dataset(ds)
         rate, window, last_log = Rate(), [], time.time()
@@ -142,8 +162,17 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             window.append((loss, recon, kl))
             if time.time() - last_log >= LOG_EVERY_S or state["batch"] == steps_per_epoch:
                 m = np.mean(window, axis=0)
-                log.scalars(step, {"vae/loss": m[0], "vae/recon": m[1], "vae/kl": m[2], "vae/frames_per_s": rate.read(),
-                                   "vae/epoch_progress": epoch + state["batch"] / steps_per_epoch}, console=15.0)
+                log.scalars(
+                    step,
+                    {
+                        "vae/loss": m[0],
+                        "vae/recon": m[1],
+                        "vae/kl": m[2],
+                        "vae/frames_per_s": rate.read(),
+                        "vae/epoch_progress": epoch + state["batch"] / steps_per_epoch,
+                    },
+                    console=15.0,
+                )
                 window, last_log = [], time.time()
             if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < steps_per_epoch:
                 ckpt.save(state)
@@ -162,20 +191,41 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         improved, stop = early.update(val_m[0])
         if improved or not run.vae_weights.exists():
             save_weights(model, run.vae_weights)
-        log.scalars(state["step"], {"vae/epoch": epoch + 1, "vae/loss": train_m[0], "vae/recon": train_m[1],
-                                    "vae/kl": train_m[2], "vae/val_loss": val_m[0], "vae/val_recon": val_m[1],
-                                    "vae/val_kl": val_m[2], "vae/best_val_loss": early.best,
-                                    "vae/bad_files": len(checked.bad) + len(late)})
-        state.update(epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(),
-                     last_val=val_m[0], stopped=bool(stop))
+        log.scalars(
+            state["step"],
+            {
+                "vae/epoch": epoch + 1,
+                "vae/loss": train_m[0],
+                "vae/recon": train_m[1],
+                "vae/kl": train_m[2],
+                "vae/val_loss": val_m[0],
+                "vae/val_recon": val_m[1],
+                "vae/val_kl": val_m[2],
+                "vae/best_val_loss": early.best,
+                "vae/bad_files": len(checked.bad) + len(late),
+            },
+        )
+        state.update(
+            epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(), last_val=val_m[0], stopped=bool(stop)
+        )
         ckpt.save(state)
         if stop:
             log.info("early stopping: no validation improvement for %d epochs", early.bad_epochs)
 
-    info = {"z_dim": v.z_dim, "epochs": state["epoch"], "steps": state["step"], "best_val_loss": early.best,
-            "val_loss": state.get("last_val"), "train_frames": train_frames, "val_frames": val_frames,
-            "train_episodes": len(train_paths), "val_episodes": len(val_paths), "weights": run.vae_weights.name,
-            "early_stopped": bool(state.get("stopped")), "bad_files": len(checked.bad) + len(late)}
+    info = {
+        "z_dim": v.z_dim,
+        "epochs": state["epoch"],
+        "steps": state["step"],
+        "best_val_loss": early.best,
+        "val_loss": state.get("last_val"),
+        "train_frames": train_frames,
+        "val_frames": val_frames,
+        "train_episodes": len(train_paths),
+        "val_episodes": len(val_paths),
+        "weights": run.vae_weights.name,
+        "early_stopped": bool(state.get("stopped")),
+        "bad_files": len(checked.bad) + len(late),
+    }
     run.mark_done("train-vae", info)
     log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, run.vae_weights)
     return info
