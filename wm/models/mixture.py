@@ -100,12 +100,3 @@ def sample_mixture(
     loc = tf.gather(mu, k, batch_dims=bd)
     scale = tf.exp(tf.gather(logstd, k, batch_dims=bd)) * tf.sqrt(tau)
     return loc + scale * normal
-
-
-def sample(
-    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float, seed: tf.Tensor | tuple[int, int]
-) -> tf.Tensor:
-    """A draw from the tempered mixture using TFP's own stateless sampler (for tests and one-off use)."""
-    return tempered(logmix, mu, logstd, temperature).sample(
-        seed=tf.constant(seed, tf.int32) if isinstance(seed, tuple) else seed
-    )
