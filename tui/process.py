@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 # Repo root, put on PYTHONPATH so `python -m wm` works from any working directory.
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,22 +34,14 @@ def default_mpirun() -> str:
     return str(Path(sys.executable).parent / "mpirun")
 
 
-def build_command(
-    verb: str,
-    run: str | os.PathLike[str],
-    configs: Sequence[str] = (),
-    sets: Sequence[str] = (),
-    ranks: int = 1,
-    force: bool = False,
-    python: Sequence[str] | None = None,
-    mpirun: str | None = None,
-) -> list[str]:
-    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` with this UI's interpreter and mpirun."""
+def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any) -> list[str]:
+    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments) with this UI's interpreter
+    and mpirun as defaults."""
     from wm.cli import stage_command
 
-    return stage_command(
-        verb, run, configs, sets, ranks, force, python=python or default_python(), mpirun=mpirun or default_mpirun()
-    )
+    kw["python"] = kw.get("python") or default_python()
+    kw["mpirun"] = kw.get("mpirun") or default_mpirun()
+    return stage_command(verb, run, *args, **kw)
 
 
 class StageProcess:

@@ -28,6 +28,7 @@ from wm.rollout import nonfinite_flags, nonfinite_names
 if TYPE_CHECKING:  # annotations only
     from wm.config import Config
     from wm.rundir import RunDir
+    from wm.world import World
 
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
@@ -321,7 +322,12 @@ def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> Dre
     """A single DreamEnv of the run at `dream.temperature` (M and initial z's through `wm.world.load_world`)."""
     from wm.world import load_world
 
-    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
+    return world_env(load_world(cfg, run, need=("mdnrnn", "initial_z")), params)
+
+
+def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
+    """A DreamEnv over a loaded world (M and initial z's) with its config's dream settings."""
+    cfg = world.cfg
     return DreamEnv(
         world.mdnrnn,
         world.controller,

@@ -46,20 +46,10 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
 
     tf_setup.setup()
     if kind in ("dream", "random-dream"):
-        from wm.dream import DreamEnv
+        from wm.dream import world_env
 
         world = load_world(cfg, run, need=("vae", "mdnrnn", "initial_z"))
-        env = DreamEnv(
-            world.mdnrnn,
-            world.controller,
-            world.initial_mu,
-            world.initial_logvar,
-            cfg.dream.temperature,
-            cfg.dream.max_steps,
-            params=params,
-            done_sampling=cfg.dream.done_sampling,
-            done_weight=cfg.mdnrnn.done_weight,
-        )
+        env = world_env(world, params)
         zs = dream_episode(env, seed, int(cfg.dream.max_steps), random=kind == "random-dream", record=True)[2]["z"]
         frames = {"dream": decode(world.vae, np.stack(zs)[:-1])}  # the frame each step was taken from
     elif kind == "random":
