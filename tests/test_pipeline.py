@@ -45,6 +45,7 @@ def _pipeline(run: Path, **kw) -> subprocess.Popen:
         "iterate.generations=2",
         "iterate.mdnrnn_epochs=1",
         "iterate.warm_start_c=true",
+        "iterate.check_episodes=3",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
@@ -107,6 +108,17 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert "mean from ../controller/best.npz" in r1.log_path("train-controller").read_text()
     assert json.loads((r1.path / "eval" / "summary.json").read_text())["episodes"] == 4
     assert "[round 1] [2/6] train-vae: done, skipped" in out and "round 1/train-controller" in out
+
+    # round control checked both passes on 3 training-side seeds, recorded them and named the run's result
+    rounds = json.loads(run.rounds_path.read_text())
+    assert [p["name"] for p in rounds["passes"]] == ["first pass", "round1"]
+    assert rounds["check_seeds"] == [5000000, 5000001, 5000002] and rounds["stopped"] == "iterate.rounds = 1 reached"
+    assert rounds["result"]["name"] in ("first pass", "round1")
+    # the top-level report tells the whole run: every pass side by side and which C is the result
+    from wm.stages.report import render
+
+    md = render(run)
+    assert "## Iterative training" in md and "[round1](round1/report.md)" in md and "**the run's result**" in md
 
 
 def test_progress_line_extrapolates_from_where_this_command_started():

@@ -16,10 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from wm.errors import WMError
+from wm.evaluation import pm
 from wm.format import duration, figures, number
 from wm.paper import SCORES, paper_row
 from wm.registry import STAGES, plots
-from wm.rundir import RunDir, atomic_write_text, read_jsonl
+from wm.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
 
 CONFIG_KEYS = (
     "env.name",
@@ -81,11 +82,54 @@ def make_plots(run: RunDir) -> list[tuple[str, Path]]:
 
 
 def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None:
-    """Wall time of a stage: the last pipeline run's timing, else the span of its metrics records."""
+    """Wall time of a stage: the last pipeline run's timing, else the span of its metrics records up to its DONE
+    (side runs after it, such as later evaluations, are not the stage's time)."""
     if verb in pipeline:
         return float(pipeline[verb])
-    recs = [r for r in read_jsonl(run.metrics_path(verb)) if "time" in r]
+    done = run.stage_dir(verb) / "DONE"
+    end = done.stat().st_mtime if done.exists() else float("inf")
+    recs = [r for r in read_jsonl(run.metrics_path(verb)) if "time" in r and r["time"] <= end]
     return recs[-1]["time"] - recs[0]["time"] if len(recs) >= 2 else None
+
+
+def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
+    """Every pass of iterative training side by side: the 100-episode real and dream scores, round control's checks,
+    the pass's time, and which C is the run's result."""
+    from wm.status import round_checks
+
+    rounds = [RunDir(p) for p in round_dirs(run.path)]
+    if not rounds:
+        return []
+    checks = round_checks(run)
+    by_path = {c["path"]: c for c in (checks or {}).get("passes", [])}
+    result = checks["result"]["path"] if checks else str(rounds[-1].path)
+    lines = [
+        "",
+        "## Iterative training",
+        "",
+        "| pass | real (eval) | dream (eval) | real check | dream check | time | |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for k, where in enumerate([run, *rounds]):
+        evals = {e["tag"]: e for e in evaluations(where)}
+        c = by_path.get(str(where.path))
+        prefix = f"round {k}/" if k else ""
+        secs = [float(v) for key, v in pipeline.items() if k and key.startswith(prefix)]
+        if not k:
+            secs = [float(pipeline[s.verb]) for s in STAGES if s.verb in pipeline]
+        cells = [
+            pm(evals.get("real")),
+            pm(evals.get("dream")),
+            "—" if c is None else f"{c['real']:.0f}",
+            "—" if c is None else f"{c['dream']:.0f}",
+            duration(sum(secs)) if secs else "—",
+        ]
+        name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
+        mark = "**the run's result**" if str(where.path) == result else ""
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
+    if checks and checks.get("stopped"):
+        lines += ["", f"Round control stopped: {checks['stopped']}."]
+    return lines
 
 
 def evaluations(run: RunDir) -> list[dict[str, Any]]:
@@ -156,6 +200,7 @@ def render(run: RunDir) -> str:
                 pass
         fig = figures(figs, ", ") or "—"
         lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
+    lines += rounds_section(run, pipeline)
     lines += ["", "## Evaluation", ""]
     evals = evaluations(run)
     if evals:
