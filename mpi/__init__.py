@@ -33,11 +33,22 @@ from typing import Any
 
 from mpi.pool import Pool, SerialPool, StopFlag, TaskFailed, set_stop_check, should_stop
 
-__all__ = ["Pool", "SerialPool", "StopFlag", "TaskFailed", "launched_rank", "launched_size", "make_pool", "release_workers", "set_stop_check",
-           "should_stop"]
+__all__ = [
+    "Pool",
+    "SerialPool",
+    "StopFlag",
+    "TaskFailed",
+    "launched_rank",
+    "launched_size",
+    "make_pool",
+    "release_workers",
+    "set_stop_check",
+    "should_stop",
+]
 
 _RANK_VARS = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "MV2_COMM_WORLD_RANK")
 _SIZE_VARS = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
+
 
 def launched_rank() -> int:
     """This process's rank as the MPI launcher set it (0 when not launched by mpirun)."""
@@ -67,8 +78,15 @@ def release_workers() -> None:
         release()
 
 
-def make_pool(initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, timeout: float = 600.0,
-              retries: int = 2, log: Any = None, stop: StopFlag | None = None) -> Pool:
+def make_pool(
+    initializer: Callable[..., Any] | None = None,
+    initargs: tuple = (),
+    *,
+    timeout: float = 600.0,
+    retries: int = 2,
+    log: Any = None,
+    stop: StopFlag | None = None,
+) -> Pool:
     """The task pool of this process: an `MPIPool` on rank 0 under mpirun, else a `SerialPool`.
 
     Args:

@@ -18,7 +18,27 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-_should_stop: list[Callable[[], bool]] = [lambda: False]
+
+def _never() -> bool:
+    return False
+
+
+class ProcessState:
+    """What is process-wide by nature in a pool's life, in one object: `PROCESS`, the only instance.
+
+    - `stop_check`: what `should_stop()` asks. Task code deep in a rollout polls it between env steps without
+      being handed anything; the worker loop (`mpi.pool_mpi.serve`) and `StopFlag` install their check here and
+      `StopFlag` puts the previous one back on exit.
+    - `workers_released`: rank 0 has sent STOP to every worker rank (`MPIPool.close` or `release_workers`), so
+      every later exit path leaves them alone (STOP is sent once per job).
+    """
+
+    def __init__(self) -> None:
+        self.stop_check: Callable[[], bool] = _never
+        self.workers_released = False
+
+
+PROCESS = ProcessState()
 
 
 def should_stop() -> bool:
@@ -26,12 +46,12 @@ def should_stop() -> bool:
 
     Long-running task functions (real-env rollouts) poll this between steps and raise `KeyboardInterrupt`.
     """
-    return _should_stop[0]()
+    return PROCESS.stop_check()
 
 
 def set_stop_check(fn: Callable[[], bool]) -> None:
     """Install the check that `should_stop()` consults (the worker loop and `StopFlag` do this)."""
-    _should_stop[0] = fn
+    PROCESS.stop_check = fn
 
 
 @dataclass
@@ -72,7 +92,7 @@ class StopFlag:
         if threading.current_thread() is threading.main_thread():
             for s in (signal.SIGINT, signal.SIGTERM):
                 self._old[s] = signal.signal(s, self._handler)
-        self._prev_check = _should_stop[0]
+        self._prev_check = PROCESS.stop_check
         set_stop_check(self.is_set)
         return self
 
@@ -93,8 +113,9 @@ class Pool:
 
     size = 1  # number of evaluating processes
 
-    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
-            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any], on_result: Callable[[int, Any], Any] | None = None
+    ) -> list[Any]:
         """`[fn(ctx, p) for p in payloads]` on the workers; a task given up is a `TaskFailed` in its slot.
 
         `on_result(index, result)` is called as each task finishes (for progress lines). Raises KeyboardInterrupt
@@ -129,8 +150,15 @@ def format_error(e: BaseException) -> str:
 class SerialPool(Pool):
     """The same interface in this process: `mpirun`-free runs, laptops and tests (timeouts are not enforced)."""
 
-    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, retries: int = 2,
-                 log: Any = None, stop: StopFlag | None = None):
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        *,
+        retries: int = 2,
+        log: Any = None,
+        stop: StopFlag | None = None,
+    ):
         self.retries, self.log, self.stop = int(retries), log, stop
         self._ctx = initializer(*initargs) if initializer is not None else None
 
@@ -138,8 +166,9 @@ class SerialPool(Pool):
         close_context(self._ctx)
         self._ctx = None
 
-    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
-            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any], on_result: Callable[[int, Any], Any] | None = None
+    ) -> list[Any]:
         """`[fn(ctx, p) for p in payloads]` here, with the retries of the MPI pool."""
         out: list[Any] = []
         for i, p in enumerate(payloads):
@@ -154,11 +183,22 @@ class SerialPool(Pool):
                 except Exception as e:  # noqa: BLE001 — any task error is retried, then reported
                     err = format_error(e)
                     if attempt <= self.retries:
-                        _warn(self.log, "task %d raised on rank 0 (attempt %d/%d): %s; retrying", i, attempt,
-                              self.retries + 1, err)
+                        _warn(
+                            self.log,
+                            "task %d raised on rank 0 (attempt %d/%d): %s; retrying",
+                            i,
+                            attempt,
+                            self.retries + 1,
+                            err,
+                        )
                         continue
-                    _error(self.log, "task %d failed on rank 0 after %d attempts: %s; its members get the worst fitness",
-                           i, attempt, err)
+                    _error(
+                        self.log,
+                        "task %d failed on rank 0 after %d attempts: %s; its members get the worst fitness",
+                        i,
+                        attempt,
+                        err,
+                    )
                     out.append(TaskFailed(i, 0, err, attempt))
             if on_result is not None:
                 on_result(i, out[-1])
@@ -175,6 +215,23 @@ def _error(log: Any, msg: str, *args: Any) -> None:
         log.error(msg, *args)
 
 
-def sleep_poll(t: float) -> None:
-    """Sleep between MPI polls: MPICH's blocking calls busy-wait, which would steal a core from the workers."""
-    time.sleep(t)
+class Backoff:
+    """The sleep between two polls of a rank waiting for a message: a tenth of the time waited so far, clamped to
+    [`least`, `most`] seconds; `reset()` when a message came (or work was sent) starts the wait afresh.
+
+    Why sleep at all: MPICH's blocking calls (Recv, Probe, Wait) spin the progress engine at 100 % of a core, and
+    on a machine with a core per rank that core is a worker's. Why not a fixed 1 ms: each poll costs ~70 µs of
+    CPU (Python + `Iprobe`), so 1 kHz polling took ~7 % of a core on rank 0 and on every idle worker for the
+    whole run (bench/train_controller.py --small). This way a message waits at most ~10 % of the time already
+    waited (or `least`) longer than it would with a busy wait, and a long wait polls `1/most` times a second.
+    """
+
+    def __init__(self, least: float = 0.001, most: float = 0.02, share: float = 0.1):
+        self.least, self.most, self.share = float(least), float(most), float(share)
+        self.reset()
+
+    def reset(self) -> None:
+        self.since = time.monotonic()
+
+    def sleep(self) -> None:
+        time.sleep(min(self.most, max(self.least, self.share * (time.monotonic() - self.since))))

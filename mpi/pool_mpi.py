@@ -6,8 +6,12 @@ Protocol (pickled messages; one tag per direction, so MPI's non-overtaking rule 
 
 Unlike the authors' fixed one-solution-per-worker packets with blocking Send/Recv in rank order (§8), tasks are
 handed out one at a time to whichever rank is idle, so uneven episode lengths do not idle ranks, and the master
-never blocks on one rank: it polls with `Iprobe` and sleeps a millisecond between polls (MPICH's blocking calls
-busy-wait and would steal a core from a worker).
+never blocks on one rank: it polls with `Iprobe`, sleeping between polls (`mpi.pool.Backoff`: from 1 ms up to
+20 ms as a wait grows; MPICH's blocking calls busy-wait and would steal a core from a worker). Idle workers
+wait for the master the same way. Tasks and results go out with `isend` and are completed by `Test` in those
+polling loops: MPICH's blocking `send` of a message over its eager size (~8 KB pickled: a task of 16 members'
+params, a result of 32 members) spins at 100 % of a core until the receiver posts its `recv`, that is until the
+other side's next poll; the receiver pulls the data without the sender's help.
 """
 
 from __future__ import annotations
@@ -21,18 +25,25 @@ from typing import Any
 
 from mpi4py import MPI
 
-from mpi.pool import Pool, StopFlag, TaskFailed, close_context, format_error, set_stop_check, sleep_poll
+from mpi.pool import PROCESS, Backoff, Pool, StopFlag, TaskFailed, close_context, format_error, set_stop_check
 
 TAG_CTRL, TAG_RESULT = 11, 12
-POLL = 0.001  # seconds between polls
-_released = [False]  # STOP has been sent to every worker (by MPIPool.close or release_workers)
 
 
 class MPIPool(Pool):
     """Rank 0's view of ranks 1..N−1: dynamic dispatch, retries, timeouts with re-dispatch, clean shutdown."""
 
-    def __init__(self, initializer: Callable[..., Any] | None = None, initargs: tuple = (), *, timeout: float = 600.0,
-                 retries: int = 2, log: Any = None, stop: StopFlag | None = None, grace: float = 30.0):
+    def __init__(
+        self,
+        initializer: Callable[..., Any] | None = None,
+        initargs: tuple = (),
+        *,
+        timeout: float = 600.0,
+        retries: int = 2,
+        log: Any = None,
+        stop: StopFlag | None = None,
+        grace: float = 30.0,
+    ):
         self.comm = MPI.COMM_WORLD
         self.timeout, self.retries, self.log, self.stop, self.grace = float(timeout), int(retries), log, stop, float(grace)
         self.ranks = list(range(1, self.comm.Get_size()))
@@ -43,18 +54,20 @@ class MPIPool(Pool):
         self.suspect: set[int] = set()  # ranks whose task timed out (still busy with it)
         self._seq = 0
         self._closed = False
+        self._sends: list[Any] = []  # isend requests not yet known complete
         errors = []
         for r in self.ranks:
-            self.comm.send(("init", initializer, initargs), dest=r, tag=TAG_CTRL)
-        waiting = set(self.ranks)
+            self._send(("init", initializer, initargs), r)
+        waiting, backoff = set(self.ranks), Backoff()
         while waiting:
             got = self._poll()
             if got is None:
                 if self.stop is not None and self.stop.is_set():
                     self.close()
                     raise KeyboardInterrupt
-                sleep_poll(POLL)
+                backoff.sleep()
                 continue
+            backoff.reset()
             r, msg = got
             waiting.discard(r)
             if msg[0] == "initerr":
@@ -65,12 +78,12 @@ class MPIPool(Pool):
         self._info("MPI pool: %d worker ranks ready", self.size)
 
     # -- plumbing
+    def _send(self, msg: Any, rank: int) -> None:
+        self._sends.append(self.comm.isend(msg, dest=rank, tag=TAG_CTRL))
+
     def _poll(self) -> tuple[int, Any] | None:
-        st = MPI.Status()
-        if not self.comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_RESULT, status=st):
-            return None
-        r = st.Get_source()
-        return r, self.comm.recv(source=r, tag=TAG_RESULT)
+        self._sends = [q for q in self._sends if not q.Test()]
+        return _poll(self.comm)
 
     def _info(self, msg: str, *a: Any) -> None:
         if self.log is not None:
@@ -85,8 +98,9 @@ class MPIPool(Pool):
             self.log.error(msg, *a)
 
     # -- the map
-    def map(self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any],
-            on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
+    def map(
+        self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any], on_result: Callable[[int, Any], Any] | None = None
+    ) -> list[Any]:
         self._seq += 1
         seq, n = self._seq, len(payloads)
         results: list[Any] = [None] * n
@@ -94,6 +108,7 @@ class MPIPool(Pool):
         attempts = [0] * n
         pending = collections.deque(range(n))
         remaining = n
+        backoff = Backoff()
         while remaining:
             if self.stop is not None and self.stop.is_set():
                 raise KeyboardInterrupt
@@ -103,16 +118,18 @@ class MPIPool(Pool):
                 if not pending:
                     break
                 i = pending.popleft()
-                self.comm.send(("task", (seq, i), fn, payloads[i]), dest=r, tag=TAG_CTRL)
+                self._send(("task", (seq, i), fn, payloads[i]), r)
                 self.idle.discard(r)
                 self.running[r] = (seq, i, time.monotonic())
+                backoff.reset()
             got = self._poll()
             if got is None:
                 self._check_timeouts(seq, done, pending)
                 if not self.live:
                     raise RuntimeError("every worker rank has exited")
-                sleep_poll(POLL)
+                backoff.sleep()
                 continue
+            backoff.reset()
             r, msg = got
             kind = msg[0]
             if kind == "bye":  # the rank got a signal and left
@@ -139,12 +156,19 @@ class MPIPool(Pool):
                 continue
             attempts[i] += 1
             if attempts[i] <= self.retries:
-                self._warn("task %d raised on rank %d (attempt %d/%d): %s; retrying", i, r, attempts[i], self.retries + 1, value)
+                self._warn(
+                    "task %d raised on rank %d (attempt %d/%d): %s; retrying", i, r, attempts[i], self.retries + 1, value
+                )
                 if i not in pending and not self._copies(seq, i):
                     pending.appendleft(i)
             else:
-                self._error("task %d failed on rank %d after %d attempts: %s; its members get the worst fitness",
-                            i, r, attempts[i], value)
+                self._error(
+                    "task %d failed on rank %d after %d attempts: %s; its members get the worst fitness",
+                    i,
+                    r,
+                    attempts[i],
+                    value,
+                )
                 results[i], done[i] = TaskFailed(i, r, value, attempts[i]), True
                 remaining -= 1
                 if on_result is not None:
@@ -170,32 +194,60 @@ class MPIPool(Pool):
         if self._closed:
             return
         self._closed = True
-        _released[0] = True
-        reqs = [self.comm.isend(("stop",), dest=r, tag=TAG_CTRL) for r in self.ranks]
-        waiting = set(self.live)
-        deadline = time.monotonic() + self.grace
-        while waiting and time.monotonic() < deadline:
-            got = self._poll()
-            if got is None:
-                sleep_poll(POLL)
-                continue
-            if got[1][0] == "bye":
-                waiting.discard(got[0])
-        if waiting:
-            self._error("ranks %s did not stop within %.0f s; aborting the MPI job", sorted(waiting), self.grace)
-            self.comm.Abort(3)
-        MPI.Request.Waitall(reqs)
+        stop_workers(self.comm, self.ranks, self.live, self.grace, self.log, self._sends)
+
+
+def _poll(comm: Any) -> tuple[int, Any] | None:
+    """The next worker → master message, `(rank, message)`, or None when none is waiting (never blocks)."""
+    st = MPI.Status()
+    if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_RESULT, status=st):
+        return None
+    r = st.Get_source()
+    return r, comm.recv(source=r, tag=TAG_RESULT)
+
+
+def settle(reqs: list[Any], deadline: float) -> bool:
+    """Wait, without spinning, for send requests to complete (until `deadline`); True when they all did."""
+    backoff = Backoff()
+    while True:
+        reqs[:] = [q for q in reqs if not q.Test()]
+        if not reqs or time.monotonic() > deadline:
+            return not reqs
+        backoff.sleep()
+
+
+def stop_workers(
+    comm: Any, ranks: Sequence[int], live: set[int], grace: float, log: Any = None, sends: list[Any] | None = None
+) -> None:
+    """Send STOP to `ranks` and wait (up to `grace` s) for the goodbye of each `live` one; abort the job if one
+    never comes. Results still arriving from tasks in flight are dropped; `sends` (requests of earlier messages
+    to the workers) are completed too. Marks the workers released."""
+    PROCESS.workers_released = True
+    reqs = [*(sends or []), *(comm.isend(("stop",), dest=r, tag=TAG_CTRL) for r in ranks)]
+    waiting, backoff = set(live), Backoff()
+    deadline = time.monotonic() + grace
+    while waiting and time.monotonic() < deadline:
+        got = _poll(comm)
+        if got is None:
+            backoff.sleep()
+            continue
+        backoff.reset()
+        if got[1][0] == "bye":
+            waiting.discard(got[0])
+    if waiting:
+        if log is not None:
+            log.error("ranks %s did not stop within %.0f s; aborting the MPI job", sorted(waiting), grace)
+        comm.Abort(3)
+    settle(reqs, deadline + 1.0)  # every rank said goodbye after taking its messages: nothing is left unmatched
 
 
 def release_workers(grace: float = 30.0) -> None:
     """On rank 0: tell every worker to exit if no pool did (the stage refused to start, or was already DONE)."""
-    if _released[0] or MPI.COMM_WORLD.Get_size() < 2 or MPI.COMM_WORLD.Get_rank() != 0:
+    comm = MPI.COMM_WORLD
+    if PROCESS.workers_released or comm.Get_size() < 2 or comm.Get_rank() != 0:
         return
-    pool = MPIPool.__new__(MPIPool)
-    pool.comm, pool.log, pool.grace, pool._closed = MPI.COMM_WORLD, None, grace, False
-    pool.ranks = list(range(1, pool.comm.Get_size()))
-    pool.live = set(pool.ranks)
-    pool.close()
+    ranks = list(range(1, comm.Get_size()))
+    stop_workers(comm, ranks, set(ranks), grace)
 
 
 def serve(comm: Any = None) -> int:
@@ -214,17 +266,27 @@ def serve(comm: Any = None) -> int:
         ctx: Any = None
         ready = False
         why = "stop"
+        backoff = Backoff()  # the wait for the next message starts when the last one has been handled
+        sends: list[Any] = []  # results in flight (isend: see the module docstring)
+
+        def post(msg: Any) -> None:
+            sends.append(comm.isend(msg, dest=0, tag=TAG_RESULT))
+
         try:
             while True:
+                sends[:] = [q for q in sends if not q.Test()]
                 if flag.is_set():
                     why = f"signal {flag.signum}"
                     break
                 if not comm.Iprobe(source=0, tag=TAG_CTRL):
                     if not ready and init_deadline and time.monotonic() > init_deadline:
-                        print(f"rank {comm.Get_rank()}: no work from rank 0 in time (did it stop before starting?); exiting",
-                              file=sys.stderr, flush=True)
+                        print(
+                            f"rank {comm.Get_rank()}: no work from rank 0 in time (did it stop before starting?); exiting",
+                            file=sys.stderr,
+                            flush=True,
+                        )
                         return 1
-                    sleep_poll(POLL)
+                    backoff.sleep()
                     continue
                 msg = comm.recv(source=0, tag=TAG_CTRL)
                 if msg[0] == "stop":
@@ -233,25 +295,30 @@ def serve(comm: Any = None) -> int:
                     init_deadline = 0.0
                     try:
                         ctx, ready = (msg[1](*msg[2]) if msg[1] is not None else None), True
-                        comm.send(("ready", None), dest=0, tag=TAG_RESULT)
+                        post(("ready", None))
                     except Exception as e:  # noqa: BLE001 — reported to the master, which refuses to start
-                        comm.send(("initerr", format_error(e)), dest=0, tag=TAG_RESULT)
+                        post(("initerr", format_error(e)))
+                    backoff.reset()
                     continue
                 _, key, fn, payload = msg
                 try:
-                    comm.send(("ok", key, fn(ctx, payload)), dest=0, tag=TAG_RESULT)
+                    post(("ok", key, fn(ctx, payload)))
                 except KeyboardInterrupt:
                     why = "interrupted"
                     break
                 except Exception as e:  # noqa: BLE001 — the master retries or gives the task up
-                    comm.send(("err", key, format_error(e)), dest=0, tag=TAG_RESULT)
+                    post(("err", key, format_error(e)))
+                backoff.reset()
         finally:
             close_context(ctx)  # close envs (and ViZDoom's processes) before saying goodbye
-        comm.send(("bye", why), dest=0, tag=TAG_RESULT)
+        post(("bye", why))
+        deadline = time.monotonic() + 30.0
         if why != "stop":  # wait (bounded) for the master's STOP so it is not left unmatched
-            deadline = time.monotonic() + 30.0
+            backoff = Backoff()
             while time.monotonic() < deadline:
+                sends[:] = [q for q in sends if not q.Test()]
                 if comm.Iprobe(source=0, tag=TAG_CTRL) and comm.recv(source=0, tag=TAG_CTRL)[0] == "stop":
                     break
-                sleep_poll(0.01)
+                backoff.sleep()
+        settle(sends, deadline)  # the master takes every message before it lets the job end
     return 0

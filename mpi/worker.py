@@ -11,8 +11,15 @@ from __future__ import annotations
 
 import os
 
-ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1",
-              "TF_NUM_INTEROP_THREADS": "1", "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "2"}
+ONE_THREAD = {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "TF_NUM_INTRAOP_THREADS": "1",
+    "TF_NUM_INTEROP_THREADS": "1",
+    "CUDA_VISIBLE_DEVICES": "-1",
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+}
 
 
 def main() -> int:
