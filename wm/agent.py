@@ -23,6 +23,7 @@ import numpy as np
 
 from wm.config import Config
 from wm.errors import WMError
+from wm.rollout import nonfinite_names
 from wm.rundir import RunDir
 
 
@@ -50,7 +51,7 @@ class AgentModels:
 
     def __init__(self, cfg: Config, source: Path):
         from wm import tf_setup
-        from wm.rollout import agent_step
+        from wm.rollout import agent_step, nonfinite_flags
         from wm.world import load_world
 
         tf = tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
@@ -71,8 +72,8 @@ class AgentModels:
             ]
         )
         def step(obs, eps, c, h, fresh, override, use_override):
-            a, _, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
-            return a, c, h
+            a, z, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)
+            return a, c, h, nonfinite_flags(a, z, h)
 
         self.step, self.z_dim, self.hidden, self.action_dim = step, m.z_dim, m.hidden, A
 
@@ -100,8 +101,10 @@ class AgentPolicy:
             self.a = self.rng.uniform(-1.0, 1.0, (1, self.action_dim)).astype(np.float32)
         self.left -= 1
         eps = self.rng.standard_normal((1, self.z_dim)).astype(np.float32)
-        a, self.c, self.h = self.step(
+        a, self.c, self.h, bad = self.step(
             np.asarray(obs, np.uint8)[None], eps, self.c, self.h, self.fresh, self.a, np.bool_(self.random)
         )
+        if bad.numpy()[0]:  # the same check as the real-env evaluation: no NaN action reaches the env
+            raise WMError(f"agent policy: non-finite {nonfinite_names(bad.numpy()[0])}; check the agent run's V, M and C")
         self.fresh = np.zeros(1, np.float32)
         return a.numpy()[0]
