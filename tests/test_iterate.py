@@ -174,3 +174,59 @@ def test_pipeline_force_refuses_to_orphan_rounds(tmp_path, repo_root):
     )
     assert proc.returncode != 0 and "--force would redo" in proc.stderr and "round1" in proc.stderr
     assert sorted(p.relative_to(base.path) for p in base.path.rglob("*")) == before and base.is_done("collect")
+
+
+def test_round_retraining_v_fine_tunes_the_previous_v_and_leaves_earlier_rounds_untouched(tmp_path):
+    """`iterate.vae_epochs > 0`: the round's V starts from the previous V (exact with lr 0), trains on the newest
+    `vae_episodes` episodes, and every episode is re-encoded into the round's own series; the base run's V and
+    series are byte-for-byte what they were."""
+    import argparse
+
+    from wm.metrics import make_logger
+    from wm.models.vae import ConvVAE, load_vae
+    from wm.stages import encode, train_vae
+    from wm.training import save_weights
+
+    sets = ("iterate.rounds=1", "iterate.vae_epochs=1", "iterate.vae_episodes=2", "vae.lr=0", "vae.val_fraction=0.5")
+    cfg = _cfg(*sets, "vae.batch_size=8")
+    base = _fake_base(tmp_path / "run", cfg)
+    rng = np.random.default_rng(0)
+    for i in range(2):  # real frames, so that base and round series differ if the round's V differs
+        obs = rng.integers(0, 255, (20, 64, 64, 3), np.uint8)
+        write_episode(
+            base.episodes_dir / f"ep_{i:06d}.npz",
+            obs=obs,
+            action=np.zeros((20, 1), np.float32),
+            reward=np.ones(20, np.float32),
+            done=np.arange(20) == 19,
+            seed=np.int64(i),
+        )
+    save_weights(ConvVAE(64), base.vae_weights)
+    before = {p: p.read_bytes() for p in [base.vae_weights, *sorted(base.series_dir.glob("ep_*.npz"))]}
+
+    r1 = prepare_round(base, cfg, 1)
+    assert not r1.is_done("train-vae") and not list(r1.series_dir.glob("ep_*.npz"))  # nothing linked: V and z are new
+    assert (r1.load_config().vae.init_from, r1.load_config().vae.pick) == ("../vae/vae.weights.h5", "last")
+    for i in (2, 3):  # what the round's collect adds: the episodes the previous C played (the newest)
+        write_episode(
+            r1.episodes_dir / f"ep_{i:06d}.npz",
+            obs=rng.integers(0, 255, (30, 64, 64, 3), np.uint8),
+            action=np.zeros((30, 1), np.float32),
+            reward=np.ones(30, np.float32),
+            done=np.arange(30) == 29,
+            seed=np.int64(i),
+        )
+    r1.mark_done("collect", {})
+    rcfg = r1.load_config()
+    with make_logger(r1, "train-vae", console=False) as log:
+        info = train_vae.train(rcfg, r1, log)
+    # the newest two (30 frames each), not the first two (20) nor all four
+    assert (info["train_episodes"] + info["val_episodes"], info["train_frames"] + info["val_frames"]) == (2, 60)
+    new, old = load_vae(r1.vae_weights, 64), load_vae(base.vae_weights, 64)
+    assert all(np.array_equal(a, b) for a, b in zip(new.get_weights(), old.get_weights(), strict=True))  # warm start
+    encode.run(rcfg, r1, argparse.Namespace(force=False))
+    series = sorted(p.name for p in r1.series_dir.glob("ep_*.npz"))
+    assert series == [f"ep_{i:06d}.npz" for i in range(4)]
+    for name in ("ep_000000.npz", "ep_000001.npz"):  # re-encoded into the round's own files, not written through links
+        assert (r1.series_dir / name).stat().st_ino != (base.series_dir / name).stat().st_ino
+    assert {p: p.read_bytes() for p in before} == before  # the base run is untouched

@@ -7,7 +7,11 @@ unchanged). `prepare_round` sets it up from the previous round (R itself for k =
   `iterate.episodes` new slots played by the previous round's agent (`collect.policy: agent`, with
   `collect.explore` random hold segments), so the data grows by the states each C reaches;
 - `vae/`: V is kept (hard link to the weights + DONE); `series/`: links to the encoded old episodes, so `encode`
-  only encodes the new ones;
+  only encodes the new ones. With `iterate.vae_epochs > 0` (the paper's §5 retrains V too) the round's
+  `train-vae` instead fine-tunes the previous V (`vae.init_from`) for that many epochs on the newest
+  `iterate.vae_episodes` episodes (those the previous C played, `vae.pick: last`), and nothing is linked into
+  `series/`: every episode is re-encoded with the new V, so M's inputs all come from one V. Earlier rounds keep
+  their own V and series (new files replace links by rename, never write through them);
 - M warm-starts from the previous M (`mdnrnn.init_from`) for `iterate.mdnrnn_epochs` epochs on all the data,
   and CMA-ES runs `iterate.generations` generations, afresh by default or from the previous C
   (`iterate.warm_start_c`, through `es.init_from`).
@@ -53,6 +57,13 @@ def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
+    if int(it.vae_epochs) > 0:
+        over |= {
+            "vae.init_from": RunDir(prev).vae_weights.as_posix(),
+            "vae.epochs": int(it.vae_epochs),
+            "vae.episodes": int(it.vae_episodes),
+            "vae.pick": "last",
+        }
     if cfg.mdnrnn.batching == "streams":
         over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
     else:
@@ -88,6 +99,8 @@ def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = Non
     child = round_dir(base, k)
     child.bind_config(round_config(cfg, k, explore))
     _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
+    if int(cfg.iterate.vae_epochs) > 0:  # the round trains its own V and encodes everything with it
+        return child
     _link_all(prev.series_dir, child.series_dir, list_episodes(prev.series_dir))
     _link_all(prev.vae_weights.parent, child.vae_weights.parent, [prev.vae_weights])
     if not child.is_done("train-vae"):
