@@ -204,3 +204,11 @@ def test_prepare_tau_run_links_upstream_stages(tmp_path):
     assert not dst.is_done("train-controller")
     src = controller_sources(cfg, run, [0.5, 1.15], [str(dst.path)])
     assert src[0.5] is run and src[1.15].path == dst.path
+    # `sweep run` resumes: the τ run made from this run at this τ is reused, anything else refused
+    from wm.sweep import reuse_or_prepare
+
+    assert reuse_or_prepare(run, 1.15).path == dst.path
+    other = prepare_tau_run(run, 0.5)
+    other.config_path.write_text(other.config_path.read_text().replace("temperature: 0.5", "temperature: 0.7"))
+    with pytest.raises(WMError, match="is not .*'s config at τ 0.5"):
+        reuse_or_prepare(run, 0.5)

@@ -120,6 +120,17 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     md = render(run)
     assert "## Iterative training" in md and "[round1](round1/report.md)" in md and "**the run's result**" in md
 
+    # the τ table at tiny scale: one C trained per τ on the run's data, V and M, dream and real side by side
+    cmd = [sys.executable, "-m", "wm", "sweep", "run", "--run", str(run.path), "--taus", "0.5", "1.3", "--episodes", "2"]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    table = json.loads((run.path / "eval" / "temperature_sweep.json").read_text())
+    assert [(r["temperature"], r["trained_temperature"]) for r in table["rows"]] == [(0.5, 0.5), (1.3, 1.3)]
+    assert [Path(r["controller_run"]).name for r in table["rows"]] == ["tiny-tau0.5", "tiny-tau1.3"]
+    assert all(r["dream"]["episodes"] == r["real"]["episodes"] == 2 for r in table["rows"])
+    again = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=900)  # resumes: C not retrained
+    assert again.returncode == 0 and again.stdout.count("already trained") == 2, again.stdout[-2000:]
+
 
 def test_progress_line_extrapolates_from_where_this_command_started():
     from wm.stages.pipeline import progress_line

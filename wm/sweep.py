@@ -9,6 +9,10 @@ dir that shares the upstream stages (collect, V, encode, M) by symlink:
     python -m wm train-controller --run runs/doom-tau0.1                         # one per τ (under mpirun)
     python -m wm evaluate --run runs/doom --sweep --sweep-runs runs/doom-tau*    # the table, each row its own C
 
+or all three steps in one resumable command (a rerun skips the finished τ runs):
+
+    python -m wm sweep run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3 --mpi 3
+
 A row uses the controller of the `--sweep-runs` dir whose `dream.temperature` equals τ, else the run's own one.
 Results: `eval/temperature_sweep.{json,md}`.
 """
@@ -139,6 +143,22 @@ def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None
     dst = RunDir(dest or tau_run_path(src, tau))
     if dst.config_path.exists():
         raise WMError(f"{dst.path} already exists; remove it or pick another destination")
+    return _make_tau_run(src, cfg, tau, dst)
+
+
+def reuse_or_prepare(src: RunDir, tau: float) -> RunDir:
+    """`prepare_tau_run`, or the τ run already there when it was made from `src` at τ (what `sweep run` resumes)."""
+    dst = RunDir(tau_run_path(src, tau))
+    if not dst.config_path.exists():
+        return prepare_tau_run(src, tau)
+    cfg, have = src.load_config(), dst.load_config()
+    want = None if cfg is None else update(cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {tau:g}")
+    if want is None or have is None or have.to_dict() != want.to_dict():
+        raise WMError(f"{dst.path} exists but is not {src.path}'s config at τ {tau:g}; remove it to sweep again")
+    return dst
+
+
+def _make_tau_run(src: RunDir, cfg: Config, tau: float, dst: RunDir) -> RunDir:
     dst.path.mkdir(parents=True, exist_ok=True)
     for verb in (s.verb for s in stages_with_role("data", "world")):
         target = src.stage_dir(verb).resolve()
@@ -159,13 +179,52 @@ def add_args(p: argparse.ArgumentParser) -> None:
     q = sub.add_parser("prepare", help="symlink a run's collect/V/encode/M into <run>-tau<τ> with dream.temperature=τ")
     q.add_argument("--run", required=True)
     q.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
+    r = sub.add_parser("run", help="prepare the τ runs, train C in each (resumable), then write the τ table")
+    r.add_argument("--run", required=True)
+    r.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
+    r.add_argument("--mpi", type=int, default=1, help="train-controller under `mpirun -n N` (rank 0 is the master)")
+    r.add_argument("--episodes", type=int, default=None, help="episodes per row (default evaluate.episodes)")
+
+
+def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None) -> int:
+    """`sweep run`: each τ run prepared (or reused), its C trained unless DONE, then `evaluate --sweep` over them.
+
+    The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
+    depends on), each played by the C trained at that τ."""
+    import subprocess
+    import sys
+    import time
+
+    from wm.cli import stage_command
+    from wm.format import duration
+
+    made = [reuse_or_prepare(src, t) for t in taus]
+    for tau, dst in zip(taus, made, strict=True):
+        if dst.is_done("train-controller"):
+            print(f"[sweep] τ {tau:g}: C already trained in {dst.path}, skipped", flush=True)
+            continue
+        cmd = stage_command("train-controller", dst.path, ranks=mpi)
+        print(f"[sweep] τ {tau:g}: {' '.join(cmd)}", flush=True)
+        t0 = time.time()
+        if subprocess.run(cmd).returncode != 0 or not dst.is_done("train-controller"):
+            raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
+        print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
+    temps = "evaluate.temperatures=[" + ", ".join(f"{t:g}" for t in taus) + "]"
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(src.path), "--sweep", "--set", temps]
+    cmd += ["--sweep-runs", *(str(d.path) for d in made)] + (["--episodes", str(episodes)] if episodes else [])
+    print(f"[sweep] the table: {' '.join(cmd)}", flush=True)
+    return subprocess.run(cmd).returncode
 
 
 def main(args: argparse.Namespace) -> int:
-    """`python -m wm sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: make one run dir per τ."""
+    """`python -m wm sweep prepare|run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: one run dir per τ."""
     src = RunDir(args.run)
     cfg = src.load_config()
     taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
+    if not taus:
+        raise WMError(f"no τ to sweep: give --taus (no evaluate.temperatures in {src.config_path})")
+    if args.cmd == "run":
+        return run_all(src, taus, args.mpi, args.episodes)
     made = [prepare_tau_run(src, t) for t in taus]
     for d in made:
         print(f"python -m wm train-controller --run {d.path}")
