@@ -253,6 +253,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("report", "wm.stages.report", "write the run's Markdown report with plots"),
     Tool("pipeline", "wm.stages.pipeline", "run every stage in order, skipping finished ones"),
     Tool("sweep", "wm.sweep", "τ sweep runs: `sweep prepare` makes one run dir per dream temperature"),
+    Tool("results", "wm.results", "gather several runs (seeds) into one Markdown table and JSON, with bootstrap CIs"),
 )
 
 # The order of `python -m wm --help`: status first, the stages in pipeline order, then the other tools.

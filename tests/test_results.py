@@ -1,0 +1,200 @@
+"""`python -m wm results` (issue 22): several runs gathered into one table with bootstrap CIs, on fake run dirs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.cli import main as wm_main
+from wm.errors import WMError
+from wm.evaluation import write_results
+from wm.results import bootstrap_ci, gather, hierarchical_ci
+from wm.rundir import RunDir, atomic_write_json
+
+SEEDS = list(range(1000, 1100))
+
+
+def _run(tmp_path: Path, name: str, seed: int = 0) -> RunDir:
+    run = RunDir(tmp_path / name)
+    run.bind_config(C.load(["doom_takecover", "tiny"], [f"run.seed={seed}"]), None)
+    return run
+
+
+def _eval(run: RunDir, returns, tag: str = "real", seeds: list[int] | None = None) -> None:
+    returns = np.asarray(returns, float)
+    seeds = list(range(1000, 1000 + returns.size)) if seeds is None else seeds
+    write_results(run, tag, seeds, returns, np.full(returns.size, 100), {"mode": tag})
+
+
+def _rounds(run: RunDir, result: str) -> None:
+    """Round control's record naming `result` as the run's result (paths as the pipeline stores them)."""
+    names = ["first pass", "round1", "round2", "round3"]
+    passes = [{"name": n, "path": str(run.path / n if n != "first pass" else run.path), "real": 1.0} for n in names]
+    doc = {"passes": passes, "result": next(p for p in passes if p["name"] == result), "stopped": None}
+    atomic_write_json(run.rounds_path, doc)
+
+
+def test_known_returns_give_known_figures_and_a_ci_around_the_mean(tmp_path):
+    run = _run(tmp_path, "a", seed=7)
+    _eval(run, [100, 200, 300, 400])
+    _eval(run, [50, 50, 50, 50], tag="random")
+    doc = gather([str(run.path)], [], resamples=2000)
+    r = doc["runs"][0]
+    assert (r["seed"], r["episodes"], r["mean"], r["median"]) == (7, 4, 250.0, 250.0)
+    assert r["std"] == pytest.approx(np.std([100, 200, 300, 400]))
+    lo, hi = r["ci95"]
+    assert 100 <= lo < 250 < hi <= 400
+    assert r["random"]["mean"] == 50 and r["ratio"] == 5.0 and r["note"] == "" and r["random"]["same_seeds"]
+
+
+def test_bootstrap_ci_matches_the_normal_approximation_for_400_episodes():
+    x = np.random.default_rng(123).normal(500.0, 150.0, size=400)
+    lo, hi = bootstrap_ci(x, resamples=10000, seed=0)
+    half = 1.96 * x.std() / np.sqrt(x.size)  # independent: mean ± 1.96 σ/√n
+    assert lo < x.mean() < hi
+    assert lo == pytest.approx(x.mean() - half, abs=0.05 * half)
+    assert hi == pytest.approx(x.mean() + half, abs=0.05 * half)
+    assert bootstrap_ci(x, resamples=10000, seed=0) == (lo, hi)  # a fixed generator: the same CI every time
+
+
+def test_all_runs_aggregate_of_three_runs(tmp_path):
+    paths = []
+    for i, m in enumerate([100.0, 200.0, 600.0]):
+        run = _run(tmp_path, f"s{i}", seed=i)
+        _eval(run, np.tile([m - 10, m + 10], 50))  # mean m, std 10, 100 episodes
+        paths.append(str(run.path))
+    frozen = _run(tmp_path, "f", seed=9)
+    _eval(frozen, np.tile([290.0, 310.0], 50))
+    doc = gather(paths, [str(frozen.path)], resamples=4000)
+    agg = doc["aggregate"]
+    a = agg["all"]
+    assert (a["runs"], a["episodes"]) == (4, 400)
+    assert a["mean"] == pytest.approx(300.0) and a["min"] == 100.0 and a["max"] == 600.0
+    assert a["std"] == pytest.approx(np.std([100, 200, 600, 300]))
+    n = agg["non_frozen"]
+    assert (n["runs"], n["mean"], n["min"]) == (3, pytest.approx(300.0), 100.0)
+    assert n["std"] == pytest.approx(np.std([100, 200, 600]))
+    assert (agg["frozen"]["runs"], agg["frozen"]["mean"]) == (1, pytest.approx(300.0))
+    assert [r["frozen"] for r in doc["runs"]] == [False, False, False, True]
+    # the hierarchical CI resamples the runs: far wider than the ±2 of the episodes alone, within the run means
+    lo, hi = n["ci95"]
+    assert 90 < lo < 200 and 400 < hi < 610
+
+
+def test_hierarchical_ci_resamples_runs_then_episodes():
+    # runs without spread inside: only the runs' resampling is left; 3 runs drawn 3 times give min 100 and max 600
+    # each with probability 1/27 > 2.5 %, so the percentile CI is exactly [100, 600]. An episode-only bootstrap of the
+    # pooled episodes would give [300, 300].
+    assert hierarchical_ci([np.full(50, 100.0), np.full(50, 200.0), np.full(50, 600.0)], 4000) == (100.0, 600.0)
+    # with spread inside the runs: against a plain loop written from the docstring's description
+    rng = np.random.default_rng(5)
+    runs = [rng.normal(m, 80.0, size=60) for m in (300.0, 340.0, 420.0, 380.0)]
+    got = hierarchical_ci(runs, 10000, seed=1)
+    ref_rng, stats = np.random.default_rng(99), []
+    for _ in range(4000):
+        picked = [runs[i] for i in ref_rng.integers(0, len(runs), len(runs))]
+        stats.append(np.mean([ref_rng.choice(x, x.size).mean() for x in picked]))
+    ref = np.percentile(stats, [2.5, 97.5])
+    width = ref[1] - ref[0]
+    assert got[0] == pytest.approx(ref[0], abs=0.08 * width) and got[1] == pytest.approx(ref[1], abs=0.08 * width)
+    pooled = bootstrap_ci(np.concatenate(runs), 4000)  # the episodes alone miss the seed-to-seed spread
+    assert width > 2 * (pooled[1] - pooled[0])
+
+
+def test_the_result_round_of_round_control_is_reported(tmp_path):
+    run = _run(tmp_path, "r")
+    _eval(run, [100] * 10)
+    for k, v in ((1, 200), (2, 700), (3, 400)):
+        _eval(RunDir(run.path / f"round{k}"), [v] * 10)
+    _rounds(run, "round2")
+    r = gather([str(run.path)], [], resamples=200)["runs"][0]
+    assert r["result"]["name"] == "round2" and r["mean"] == 700.0
+    assert r["result"]["path"] == str(run.path / "round2")
+    _rounds(run, "first pass")
+    assert gather([str(run.path)], [], resamples=200)["runs"][0]["mean"] == 100.0
+    # without round control's record: the last round that has an eval/real summary
+    run.rounds_path.unlink()
+    RunDir(run.path / "round4").path.mkdir()
+    r = gather([str(run.path)], [], resamples=200)["runs"][0]
+    assert (r["result"]["name"], r["mean"]) == ("round3", 400.0)
+
+
+def test_a_random_baseline_on_other_seeds_is_flagged(tmp_path):
+    run = _run(tmp_path, "r")
+    _eval(run, [300] * 100, seeds=SEEDS)
+    _eval(run, [150] * 100, tag="random", seeds=[s + 1 for s in SEEDS])
+    doc = gather([str(run.path)], [], resamples=200)
+    r = doc["runs"][0]
+    assert not r["random"]["same_seeds"] and "random baseline on other seeds" in r["note"]
+    assert "1001…1100" in r["note"] and "1000…1099" in r["note"]
+    from wm.results import format_table
+
+    assert "random baseline on other seeds" in format_table(doc)
+    _eval(run, [150] * 100, tag="random", seeds=SEEDS)
+    assert gather([str(run.path)], [], resamples=200)["runs"][0]["note"] == ""
+
+
+def test_cli_writes_the_table_and_json(tmp_path, capsys):
+    a, b = _run(tmp_path, "s0", seed=0), _run(tmp_path, "s1", seed=1)
+    _eval(a, [100, 300] * 50)
+    _eval(b, [300, 500] * 50)
+    _eval(a, [50] * 100, tag="random")
+    out = tmp_path / "out"
+    assert wm_main(["results", "--runs", str(a.path), "--frozen", str(b.path), "--out", str(out), "--resamples", "500"]) == 0
+    text = capsys.readouterr().out
+    md = (out / "results.md").read_text()
+    assert md in text and md.startswith("| run | seed | C |")
+    lines = md.splitlines()
+    assert lines[2].startswith(f"| {a.path} | 0 | single pass |  | 100 | 200.0 ± 100.0 | 200.0 | [")
+    assert "| 50.0 ± 0.0 | 4.00× |" in lines[2]
+    assert "frozen recipe" in lines[3] and "no random baseline" in lines[3]
+    assert lines[4].startswith("| **all runs (2)** |") and "**300.0 ± 100.0**" in lines[4] and "min run mean 200.0" in lines[4]
+    doc = json.loads((out / "results.json").read_text())
+    assert doc["aggregate"]["all"]["mean"] == 300.0 and doc["aggregate"]["frozen"]["runs"] == 1
+    assert doc["aggregate"]["all"]["ratio"] is None  # one run has no random baseline
+
+
+@pytest.mark.parametrize("what", ["not a folder", "no config", "no eval", "a good run then a bad one", "twice"])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, what):
+    good = _run(tmp_path, "good")
+    _eval(good, [100] * 10)
+    bad = tmp_path / "bad"
+    if what == "no config":
+        bad.mkdir()
+    if what in ("no eval", "a good run then a bad one"):
+        _run(tmp_path, "bad")
+    runs = [str(good.path), str(good.path)] if what == "twice" else [str(bad)]
+    if what == "a good run then a bad one":
+        runs = [str(good.path), str(bad)]
+    out = tmp_path / "out"
+    rc = wm_main(["results", "--runs", *runs, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
+    assert ("twice" in err) if what == "twice" else (str(bad) in err)
+    assert not out.exists()
+
+
+def test_no_runs_is_an_error():
+    with pytest.raises(WMError, match="no runs given"):
+        gather([], [])
+
+
+def test_results_help_loads_no_tensorflow(repo_root):
+    code = (
+        "import sys, contextlib, io\n"
+        "import wm.results\n"
+        "from wm.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try: main(['results', '--help'])\n"
+        "    except SystemExit: pass\n"
+        "print([m for m in ('tensorflow', 'keras', 'scipy') if m in sys.modules])\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"

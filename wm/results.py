@@ -1,0 +1,319 @@
+"""`python -m wm results --runs runs/s0 runs/s1 runs/s2`: several runs (seeds) gathered into one table (issue 22).
+
+    python -m wm results --runs runs/s0 runs/s1 runs/s2                       # → results/results.{md,json}
+    python -m wm results --runs runs/s0 runs/s1 --frozen runs/s3 --out paper/  # rows of a frozen recipe too
+
+One row per run, then an "all runs" row; the Markdown table is printed and written with a JSON of every figure.
+
+A run's row is its result C's evaluation `eval/<tag>/` (`--tag`, default `real`). Which C is the result: with
+iterative training under round control, the pass named by round control's record (`wm.status.round_checks`);
+rounds without that record: the last round with an `eval/<tag>` summary; no rounds: the run itself. Per row: the
+episodes, mean ± std (`np.std`, ddof 0, the paper's ± of §9, as `wm.evaluation.summarize`), median, a percentile
+bootstrap 95 % CI of the mean, and the random policy's mean ± std from the base run's `eval/random/` (written by
+`evaluate --random`, or the pipeline's `--demo`) with the ratio mean / random mean. A random baseline played on
+other seeds than C's evaluation is still shown, but the row's note says so.
+
+The aggregate rows: the mean over runs of the per-run means, their std over runs (`np.std`, ddof 0, like every ±
+of the suite), the smallest per-run mean, and a hierarchical bootstrap 95 % CI (`hierarchical_ci`): each resample
+draws the runs with replacement, then, within every drawn run, its episodes with replacement, and takes the mean
+over the drawn runs of their resampled episode means (for runs of equal episode counts, the protocol's case, this is
+the mean over all resampled episodes pooled). It covers both sources of spread: seed to seed, and episode to episode.
+The JSON also holds the aggregate over the non-frozen runs and over the `--frozen` (frozen recipe) runs on their own.
+
+Pure NumPy and JSON, no TensorFlow. The bootstrap is a plain percentile bootstrap with `np.random.default_rng(seed)`:
+SciPy's `stats.bootstrap` would do the same and is not installed (40 MB for two percentiles is not worth it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wm.errors import WMError
+from wm.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl, round_dirs
+
+RESULTS_MD = "results.md"
+RESULTS_JSON = "results.json"
+RANDOM_TAG = "random"  # `evaluate --random`'s default tag
+CI = 0.95
+_CHUNK = 4_000_000  # indices drawn at once by the bootstrap (32 MB of int64), so 10k episodes × 10k resamples fit
+
+
+# ---------------------------------------------------------------- statistics
+
+
+def _boot_means(rng: np.random.Generator, x: np.ndarray, k: int) -> np.ndarray:
+    """`k` bootstrap means of `x`: each the mean of len(x) draws from x with replacement."""
+    n = x.size
+    out = np.empty(k)
+    step = max(1, _CHUNK // n)
+    for i in range(0, k, step):
+        m = min(step, k - i)
+        out[i : i + m] = x[rng.integers(0, n, size=(m, n))].mean(axis=1)
+    return out
+
+
+def _percentiles(stats: np.ndarray, level: float = CI) -> tuple[float, float]:
+    a = (1 - level) / 2 * 100
+    lo, hi = np.percentile(stats, [a, 100 - a])
+    return float(lo), float(hi)
+
+
+def bootstrap_ci(x: np.ndarray, resamples: int = 10000, seed: int = 0, level: float = CI) -> tuple[float, float]:
+    """Percentile bootstrap CI (default 95 %) of the mean of `x`: `resamples` resamples of len(x) with replacement."""
+    x = np.asarray(x, float)
+    if x.size == 0:
+        raise WMError("no episodes to bootstrap")
+    return _percentiles(_boot_means(np.random.default_rng(seed), x, resamples), level)
+
+
+def hierarchical_ci(runs: list[np.ndarray], resamples: int = 10000, seed: int = 0, level: float = CI) -> tuple[float, float]:
+    """Hierarchical percentile bootstrap CI (default 95 %) of the mean over runs of the per-run mean returns.
+
+    Each of the `resamples` resamples draws R of the R runs with replacement (a run may come twice, another not at
+    all), then for every drawn run len(run) of its episodes with replacement (independently for a run drawn twice),
+    and its statistic is the mean over the R drawn runs of their resampled episode means. With one run it is the
+    plain bootstrap of that run's mean (R = 1 draws the same run every time).
+    """
+    xs = [np.asarray(x, float) for x in runs]
+    if not xs or any(x.size == 0 for x in xs):
+        raise WMError("no episodes to bootstrap")
+    rng = np.random.default_rng(seed)
+    r = len(xs)
+    pick = rng.integers(0, r, size=(resamples, r))  # the runs of each resample
+    means = np.empty((resamples, r))
+    for i, x in enumerate(xs):  # every slot holding run i gets its own episode resample of run i
+        slots = pick == i
+        means[slots] = _boot_means(rng, x, int(slots.sum()))
+    return _percentiles(means.mean(axis=1), level)
+
+
+# ---------------------------------------------------------------- reading runs
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def result_pass(base: RunDir, tag: str) -> tuple[str, RunDir, str]:
+    """(name, run dir, how it was chosen) of the pass whose C is the run's result (module docstring)."""
+    from wm.status import round_checks
+
+    checks = round_checks(base)
+    if checks is not None:
+        res = checks["result"]
+        name = str(res.get("name", ""))
+        # by name first: round control stores paths as the pipeline was given them (relative to its cwd)
+        if name == "first pass":
+            where = base
+        elif name.startswith("round") and (base.path / name).is_dir():
+            where = RunDir(base.path / name)
+        else:
+            where = RunDir(res.get("path", ""))
+        return name, where, f"round control ({base.rounds_path.name})"
+    rounds = round_dirs(base.path)
+    with_eval = [p for p in rounds if RunDir(p).eval_summary(tag).exists()]
+    if with_eval:
+        return with_eval[-1].name, RunDir(with_eval[-1]), f"last round with eval/{tag}"
+    return ("first pass" if rounds else "single pass"), base, "the run itself"
+
+
+def _episode_returns(where: RunDir, tag: str, label: str) -> tuple[dict[str, Any], np.ndarray, list[int]]:
+    """(summary, returns, seeds) of `eval/<tag>` of `where`; WMError naming `label` when missing or inconsistent."""
+    path = where.eval_summary(tag)
+    summary = _load_json(path)
+    if summary is None:
+        raise WMError(f"{label}: no eval/{tag} summary at {path} (run `python -m wm evaluate --run {where.path}` first)")
+    lines = [e for e in read_jsonl(where.eval_episodes(tag)) if isinstance(e, dict) and "return" in e]
+    if not lines:
+        raise WMError(f"{label}: no episodes in {where.eval_episodes(tag)}")
+    if int(summary.get("episodes", len(lines))) != len(lines):
+        raise WMError(
+            f"{label}: {where.eval_episodes(tag)} holds {len(lines)} episodes, its summary {summary.get('episodes')}; "
+            "rerun the evaluation"
+        )
+    returns = np.array([float(e["return"]) for e in lines])
+    seeds = [int(e["seed"]) for e in lines if "seed" in e]
+    return summary, returns, seeds
+
+
+def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, seed: int) -> dict[str, Any]:
+    """Every figure of one run's row; `returns` (the result C's episode returns) is dropped before the JSON."""
+    base = RunDir(path)
+    if not base.path.is_dir():
+        raise WMError(f"{path}: not a run directory (no such folder)")
+    cfg = base.load_config()
+    if cfg is None:
+        raise WMError(f"{path}: not a run directory (no {base.config_path.name})")
+    name, where, chosen = result_pass(base, tag)
+    summary, returns, seeds = _episode_returns(where, tag, f"{path} ({name})")
+    lo, hi = bootstrap_ci(returns, resamples, seed)
+    notes = []
+    random = None
+    rsum = _load_json(base.eval_summary(random_tag))
+    if rsum is None:
+        notes.append(f"no random baseline (eval/{random_tag}: `evaluate --random`)")
+    else:
+        random = {k: float(rsum[k]) for k in ("mean", "std")} | {"episodes": int(rsum.get("episodes", 0))}
+        rseeds = [int(s) for s in rsum.get("seeds", [])]
+        cseeds = seeds or [int(s) for s in summary.get("seeds", [])]
+        random["same_seeds"] = rseeds == cseeds
+        if not random["same_seeds"]:
+            notes.append(f"random baseline on other seeds ({_seed_span(rseeds)}) than C ({_seed_span(cseeds)})")
+    ratio = None if random is None or random["mean"] == 0 else float(returns.mean()) / random["mean"]
+    return {
+        "run": path,
+        "seed": cfg.run.seed,
+        "frozen": frozen,
+        "result": {"name": name, "path": str(where.path), "chosen_by": chosen},
+        "episodes": int(returns.size),
+        "mean": float(returns.mean()),
+        "std": float(returns.std()),
+        "median": float(np.median(returns)),
+        "ci95": [lo, hi],
+        "random": random,
+        "ratio": ratio,
+        "note": "; ".join(notes),
+        "returns": returns,
+    }
+
+
+def _seed_span(seeds: list[int]) -> str:
+    if not seeds:
+        return "no seeds"
+    return f"{len(seeds)} seeds {seeds[0]}…{seeds[-1]}" if len(seeds) > 1 else f"seed {seeds[0]}"
+
+
+def aggregate(rows: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any] | None:
+    """The aggregate of `rows` (module docstring); None for no rows."""
+    if not rows:
+        return None
+    means = np.array([r["mean"] for r in rows])
+    lo, hi = hierarchical_ci([r["returns"] for r in rows], resamples, seed)
+    randoms = [r["random"]["mean"] for r in rows if r["random"] is not None]
+    random_mean = float(np.mean(randoms)) if len(randoms) == len(rows) else None
+    return {
+        "runs": len(rows),
+        "episodes": int(sum(r["episodes"] for r in rows)),
+        "mean": float(means.mean()),
+        "std": float(means.std()),
+        "min": float(means.min()),
+        "max": float(means.max()),
+        "ci95": [lo, hi],
+        "ci95_method": "hierarchical percentile bootstrap: runs, then episodes within each run, with replacement",
+        "random_mean": random_mean,
+        "ratio": None if not random_mean else float(means.mean()) / random_mean,
+    }
+
+
+def gather(
+    runs: list[str], frozen: list[str], tag: str = "real", random_tag: str = RANDOM_TAG, resamples: int = 10000, seed: int = 0
+) -> dict[str, Any]:
+    """Read every run and compute every figure; nothing is written (a WMError names the first bad run)."""
+    if not runs and not frozen:
+        raise WMError("no runs given: pass run directories with --runs (and/or --frozen)")
+    if resamples < 100:
+        raise WMError(f"--resamples must be >= 100, got {resamples}")
+    seen: dict[Path, str] = {}
+    for p in [*runs, *frozen]:
+        key = Path(p).resolve()
+        if key in seen:
+            raise WMError(f"{p}: given twice (also as {seen[key]}); each run may count once in the aggregate")
+        seen[key] = p
+    rows = [run_row(p, tag, random_tag, False, resamples, seed) for p in runs]
+    rows += [run_row(p, tag, random_tag, True, resamples, seed) for p in frozen]
+    doc = {
+        "tag": tag,
+        "random_tag": random_tag,
+        "resamples": resamples,
+        "bootstrap_seed": seed,
+        "ci_level": CI,
+        "std": "np.std (ddof 0): over episodes per run, over the per-run means in the aggregates",
+        "aggregate": {
+            "all": aggregate(rows, resamples, seed),
+            "non_frozen": aggregate([r for r in rows if not r["frozen"]], resamples, seed),
+            "frozen": aggregate([r for r in rows if r["frozen"]], resamples, seed),
+        },
+        "runs": [{k: v for k, v in r.items() if k != "returns"} for r in rows],
+    }
+    return doc
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _f(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1f}"
+
+
+def _ci(c: list[float]) -> str:
+    return f"[{c[0]:.1f}, {c[1]:.1f}]"
+
+
+def format_table(doc: dict[str, Any]) -> str:
+    """The Markdown table: one row per run, then the all-runs row (and the two groups' rows when both exist)."""
+    out = [
+        "| run | seed | C | recipe | episodes | mean ± std | median | 95 % CI of the mean | random mean ± std | "
+        "mean / random | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["runs"]:
+        rnd = r["random"]
+        random = "—" if rnd is None else f"{rnd['mean']:.1f} ± {rnd['std']:.1f}"
+        ratio = "—" if r["ratio"] is None else f"{r['ratio']:.2f}×"
+        out.append(
+            f"| {r['run']} | {r['seed']} | {r['result']['name']} | {'frozen recipe' if r['frozen'] else ''} | "
+            f"{r['episodes']} | {r['mean']:.1f} ± {r['std']:.1f} | {r['median']:.1f} | {_ci(r['ci95'])} | {random} | "
+            f"{ratio} | {r['note']} |"
+        )
+    agg = doc["aggregate"]
+    groups = [("all runs", agg["all"], "")]
+    if agg["non_frozen"] and agg["frozen"]:
+        groups += [("non-frozen runs", agg["non_frozen"], ""), ("frozen recipe runs", agg["frozen"], "frozen recipe")]
+    for label, a, recipe in groups:
+        ratio = "—" if a["ratio"] is None else f"{a['ratio']:.2f}×"
+        out.append(
+            f"| **{label} ({a['runs']})** | | | {recipe} | {a['episodes']} | **{a['mean']:.1f} ± {a['std']:.1f}** | | "
+            f"{_ci(a['ci95'])} | {_f(a['random_mean'])} | {ratio} | min run mean {a['min']:.1f} |"
+        )
+    out += [
+        "",
+        f"C's evaluation `eval/{doc['tag']}`; ± is `np.std` over episodes in a run's row and over the per-run means in "
+        f"the aggregate rows. 95 % CIs: percentile bootstrap of the mean ({doc['resamples']} resamples, seed "
+        f"{doc['bootstrap_seed']}); for the aggregates hierarchical (runs, then episodes within each run, resampled). "
+        f"Random: the random policy on the run's evaluation seeds (`eval/{doc['random_tag']}`).",
+    ]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- CLI
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="run directories, one row each (e.g. one per seed)")
+    p.add_argument("--frozen", nargs="+", default=[], metavar="RUN", help="runs of a frozen recipe: rows marked so")
+    p.add_argument("--out", default="results", help=f"folder for {RESULTS_MD} and {RESULTS_JSON} (default: ./results)")
+    p.add_argument("--tag", default="real", help="C's evaluation to gather, eval/<tag> (default: real)")
+    p.add_argument("--random-tag", default=RANDOM_TAG, help=f"the random baseline's eval/<tag> (default: {RANDOM_TAG})")
+    p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap's generator (default: 0)")
+
+
+def main(args: argparse.Namespace) -> int:
+    doc = gather(args.runs, args.frozen, args.tag, args.random_tag, args.resamples, args.bootstrap_seed)
+    table = format_table(doc)
+    out = Path(args.out)
+    atomic_write_json(out / RESULTS_JSON, doc)
+    atomic_write_text(out / RESULTS_MD, table)
+    sys.stdout.write(table)
+    print(f"\nwritten: {out / RESULTS_MD}, {out / RESULTS_JSON}")
+    return 0
