@@ -34,7 +34,9 @@ import numpy as np
 from wm.errors import WMError
 
 KINDS = ("real", "dream", "random", "random-dream", "toy")
-Task = tuple[np.ndarray, np.ndarray, np.ndarray]  # (members (k,), params (k, n), seeds (k, K))
+# (members (k,), params (k, n), seeds (k, K)), optionally + the evaluator's keyword arguments (a training-time
+# episode budget of real fitness, wm.es.budget)
+Task = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray, dict]
 
 
 @dataclass(frozen=True)
@@ -232,20 +234,24 @@ def _toy_faults(members: np.ndarray) -> None:
 
 def evaluate_task(ctx: WorkerContext, task: Task) -> Task:
     """Evaluate one chunk `(members, params (k, n), seeds (k, K))` → `(members, returns (k, K), lengths (k, K))`."""
-    members, params, seeds = task
+    members, params, seeds, *rest = task
     if ctx.spec.kind == "toy":
         _toy_faults(members)
-    returns, lengths = ctx.evaluator.evaluate(np.asarray(params, np.float64), np.asarray(seeds, np.int64))
+    kw = rest[0] if rest else {}
+    returns, lengths = ctx.evaluator.evaluate(np.asarray(params, np.float64), np.asarray(seeds, np.int64), **kw)
     return members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64)
 
 
 # ---------------------------------------------------------------- the master side
 
 
-def make_tasks(params: np.ndarray, seeds: np.ndarray, chunk: int) -> list[Task]:
-    """Split a population (P, n) with seeds (P, K) into tasks of `chunk` members (the last may be smaller)."""
+def make_tasks(params: np.ndarray, seeds: np.ndarray, chunk: int, budget: dict | None = None) -> list[Task]:
+    """Split a population (P, n) with seeds (P, K) into tasks of `chunk` members (the last may be smaller).
+
+    `budget`: keyword arguments for the evaluator (real fitness: `max_steps`, `no_progress`; wm.es.budget)."""
     P = len(params)
-    return [(np.arange(i, min(i + chunk, P)), params[i : i + chunk], seeds[i : i + chunk]) for i in range(0, P, chunk)]
+    tasks = [(np.arange(i, min(i + chunk, P)), params[i : i + chunk], seeds[i : i + chunk]) for i in range(0, P, chunk)]
+    return [(*t, dict(budget)) for t in tasks] if budget else tasks
 
 
 def seed_tasks(params: np.ndarray, seeds: list[int], workers: int) -> list[Task]:

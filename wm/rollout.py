@@ -67,6 +67,11 @@ def nonfinite_names(bits: int) -> str:
     return ", ".join(name for i, name in enumerate(NONFINITE) if int(bits) >> i & 1)
 
 
+def _tiles(env: Any) -> int:
+    """Track tiles CarRacing has counted as visited (gymnasium's `tile_visited_count`)."""
+    return int(env.inner.tile_visited_count)
+
+
 class RealEvaluator:
     """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
 
@@ -120,8 +125,13 @@ class RealEvaluator:
         a, z, c, h = agent_step(self.vae, self.m, self.c, obs, eps, c, h, params, fresh)
         return a, z, c, h, nonfinite_flags(a, z, h)
 
-    def evaluate(self, params: np.ndarray, seeds: np.ndarray, record: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes."""
+    def evaluate(
+        self, params: np.ndarray, seeds: np.ndarray, record: int = 0, max_steps: int = 0, no_progress: int = 0
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Returns (returns float64 (P, K), lengths int64 (P, K)); keeps frames of the first `record` episodes.
+
+        Training-time budgets (wm.es.budget; 0 = off): `max_steps` ends an episode after that many steps (below the
+        env's own cap), `no_progress` ends a CarRacing episode after that many steps without a new track tile."""
         import tensorflow as tf
 
         params = np.atleast_2d(np.asarray(params, np.float32))
@@ -138,6 +148,7 @@ class RealEvaluator:
         prm = np.zeros((E, self.c.n_params), np.float32)
         fresh = np.zeros(E, np.float32)
         ret, steps = np.zeros(E), np.zeros(E, np.int64)
+        tiles, stalled = np.zeros(E, np.int64), np.zeros(E, np.int64)  # no_progress: tiles seen, steps since a new one
         rec_id: list[int] = [-1] * E
         self.frames, self.inputs, self.latents = [], [], []
         c = h = tf.zeros((E, H), tf.float32)
@@ -150,6 +161,7 @@ class RealEvaluator:
             seed = int(seeds[i, k])
             o, info = self.envs[e].reset(seed=seed)
             obs[e], prm[e], fresh[e], ret[e], steps[e] = o, params[i], 1.0, 0.0, 0
+            tiles[e], stalled[e] = _tiles(self.envs[e]) if no_progress else 0, 0
             rngs[e] = np.random.default_rng(seed)
             rec_id[e] = -1
             if len(self.frames) < record:
@@ -192,7 +204,12 @@ class RealEvaluator:
                 steps[e] += 1
                 if rec_id[e] >= 0:
                     self.frames[rec_id[e]].append(info["raw"] if self.keep_raw else o)
-                if term or trunc:
+                if no_progress:
+                    seen = _tiles(self.envs[e])
+                    stalled[e] = 0 if seen > tiles[e] else stalled[e] + 1
+                    tiles[e] = seen
+                    trunc = trunc or stalled[e] >= no_progress
+                if term or trunc or (max_steps and steps[e] >= max_steps):
                     i, k = job[e]
                     returns[i, k], lengths[i, k] = ret[e], steps[e]
                     start(e)

@@ -122,11 +122,13 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from mpi import StopFlag, make_pool
     from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
+    from wm.es.budget import Curriculum, check_budget, fitness_budget
     from wm.es.cmaes import CMAES
     from wm.metrics import make_logger
     from wm.models.controller import Controller
 
     check_upstream(cfg, run)
+    check_budget(cfg)
     es_cfg = cfg.es
     P, K, G = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations)
     n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
@@ -152,6 +154,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             "best_eval_gen": 0,
             "metrics_bytes": 0,
         }
+    curriculum = Curriculum.from_config(cfg)
+    curriculum.load(st.get("curriculum"))
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
     spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
     seeds_eval = eval_seeds(cfg)
@@ -189,7 +193,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     raise KeyboardInterrupt
                 t0 = time.time()
                 params = es.ask()
-                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk))
+                budget = fitness_budget(cfg, curriculum)
+                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk, budget))
                 returns, lengths, lost = gather(results, P, K)
                 fitness = returns.mean(axis=1)
                 es.tell(fitness)
@@ -208,6 +213,9 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     "es/len_max": lengths[ok].max(),
                     "es/lost": lost,
                 }
+                if curriculum.cap:
+                    rec["es/episode_cap"] = curriculum.cap
+                    curriculum.update(float(np.nanmean(fitness)) if np.isfinite(fitness).any() else -np.inf)
                 episodes = P * K
                 mean = es.mean
                 if gen % int(es_cfg.eval_every) == 0 or gen == G:
@@ -229,6 +237,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 log.scalars(gen, rec)
                 atomic_savez(run.params("mean"), params=mean, generation=np.int64(gen))
                 st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
+                st["curriculum"] = curriculum.state_dict()
                 save(st)
         except KeyboardInterrupt:
             if "es" in st:
