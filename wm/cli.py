@@ -178,6 +178,23 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     return 0
 
 
+def tf_first(loads_tf: bool) -> None:
+    """TensorFlow's devices before anything else: an MPI worker rank decides one thread and no GPU now, before TF
+    is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
+    leave the decision to the stage's `run` (wm.tf_setup). A verb that loads TF anyway imports it here, its C++
+    start-up noise muted."""
+    from mpi import launched_rank
+
+    if launched_rank() > 0:
+        from wm.tf_setup import decide
+
+        decide(threads=1, gpu=False)
+    if loads_tf:
+        from wm.tf_setup import quiet_import
+
+        quiet_import()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     from wm.errors import WMError
     from wm.registry import verb
@@ -188,10 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 0
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if verb(args.verb).tf:  # the stage loads TensorFlow anyway: import it first with its C++ start-up noise muted
-        from wm.tf_setup import quiet_import
-
-        quiet_import()
+    tf_first(verb(args.verb).tf)
     try:
         if args._kind == "stage":
             return run_stage(args._module, args)

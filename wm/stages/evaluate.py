@@ -72,6 +72,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
 
     if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
         return
+    from wm import tf_setup
+
+    # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
+    # pool (`wm.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
+    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
+    tf_setup.setup(threads=None, gpu=False)
     if getattr(args, "sweep", False):
         from wm import sweep
 

@@ -86,7 +86,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
 
         serve()
         return
+    from wm import tf_setup
+
+    # TF's devices, once, before anything starts it: alone, this process is the pool's only worker (the engine's
+    # `WorkerContext`: one thread, no GPU); under mpirun rank 0 runs CMA-ES and never a model.
     try:
+        tf_setup.decide(threads=1, gpu=False)
         _train(cfg, run, args)
     finally:
         release_workers()

@@ -1,0 +1,130 @@
+"""TF device setup happens once, first (issue 16 item 1): `wm.tf_setup` records its decision, a later compatible call
+is a no-op, another GPU set after TF started is a clear WMError, and the entry points decide before TF starts.
+
+Each case runs in a fresh Python (a decision is process-wide, and TF cannot be reset within a process). On a CPU-only
+machine TF's own rule ("cannot be modified after initialization") still fires for thread counts and the CPU device
+list; `tf_setup` refuses a GPU change after the start there too, so this suite catches on CPU an order that would
+crash on a GPU box.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from wm.rundir import RunDir
+
+
+def _py(code: str, repo_root, **env: str) -> subprocess.CompletedProcess:
+    full = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "PMI_RANK", "PMI_SIZE")}
+    full.update({"TF_CPP_MIN_LOG_LEVEL": "2", **env})
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, env=full, timeout=300)
+
+
+def test_tf_refuses_changes_after_start_on_cpu_too(repo_root):
+    """The old order: TF started by a model call, then a device/thread setting. TF raises RuntimeError on CPU for
+    thread counts and the CPU list (the GPU list is empty there, so hiding it is a no-op); tf_setup turns a GPU
+    change after the start into one WMError line, also on CPU."""
+    code = """
+import tensorflow as tf
+from wm import tf_setup
+from wm.errors import WMError
+tf.keras.layers.Dense(2)(tf.zeros((1, 3)))   # TF starts here, before any setup
+assert tf_setup.initialised()
+for name, f in [("threads", lambda: tf.config.threading.set_intra_op_parallelism_threads(1)),
+                ("cpu list", lambda: tf.config.set_visible_devices([], "CPU"))]:
+    try:
+        f(); print(name, "no error")
+    except RuntimeError as e:
+        print(name, "RuntimeError:", e)
+try:
+    tf_setup.setup(gpu=False)
+    print("setup no error")
+except WMError as e:
+    print("setup WMError:", e)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert "threads RuntimeError: Intra op parallelism cannot be modified after initialization" in res.stdout
+    assert "cpu list RuntimeError: Visible devices cannot be modified after being initialized" in res.stdout
+    assert "setup WMError: TensorFlow already runs in this process with all thread(s), GPU visible" in res.stdout
+
+
+def test_setup_is_recorded_idempotent_and_refuses_another_gpu_set(repo_root):
+    code = """
+from wm import tf_setup
+from wm.errors import WMError
+from wm.tf_setup import Devices
+tf = tf_setup.setup(threads=2)                   # the process's decision (GPU: the role's default, visible)
+assert tf_setup.decided() == Devices(2, True), tf_setup.decided()
+tf_setup.setup(threads=3, gpu=False)             # before the start: still a change TF can make
+assert tf_setup.decided() == Devices(3, False)
+assert tf.config.threading.get_intra_op_parallelism_threads() == 3
+tf.constant(1.0) + 1.0                           # TF starts
+tf_setup.setup(); tf_setup.setup(gpu=False); tf_setup.setup(threads=3, gpu=False)   # compatible: no-ops
+tf_setup.setup(threads=1)                        # thread pools cannot change now: the running ones stay
+assert tf_setup.decided() == Devices(3, False)
+try:
+    tf_setup.setup(gpu=True)
+    print("no error")
+except WMError as e:
+    print("WMError:", e)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert "WMError: TensorFlow already runs in this process with 3 thread(s), GPU hidden" in res.stdout
+    assert "call wm.tf_setup.setup(...) first" in res.stdout
+
+
+def test_decide_imports_no_tf_and_hides_the_gpu_before_the_import(repo_root):
+    code = """
+import os, sys
+from wm import tf_setup
+from wm.tf_setup import Devices
+tf_setup.decide(gpu=False)
+assert "tensorflow" not in sys.modules and os.environ["CUDA_VISIBLE_DEVICES"] == "-1"
+tf_setup.decide(gpu=True)                        # changed before TF loaded: the GPUs come back
+assert "CUDA_VISIBLE_DEVICES" not in os.environ
+tf_setup.decide(threads=2, gpu=False)
+tf = tf_setup.setup()
+assert tf.config.threading.get_inter_op_parallelism_threads() == 2 and not tf.config.get_visible_devices("GPU")
+assert tf_setup.decided() == Devices(2, False)
+print("ok")
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+
+
+def test_mpi_worker_rank_decides_one_thread_no_gpu_before_tf_loads(repo_root):
+    """cli.main's first step on a worker rank: one thread, no GPU, decided before TF is imported (no CUDA probe)."""
+    code = """
+import os, sys
+from wm.cli import tf_first
+from wm import tf_setup
+from wm.tf_setup import Devices
+tf_first(False)
+assert "tensorflow" not in sys.modules, "TF imported"
+assert os.environ["CUDA_VISIBLE_DEVICES"] == "-1" and tf_setup.decided() == Devices(1, False)
+tf = tf_setup.setup()                            # the worker's later setup (AUTO): the rank's decision
+assert tf.config.threading.get_intra_op_parallelism_threads() == 1
+tf_setup.setup(threads=1, gpu=False)             # what wm.engine.WorkerContext asks: compatible
+print("ok")
+"""
+    res = _py(code, repo_root, PMI_RANK="1", PMI_SIZE="2")
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+
+
+def test_dream_evaluation_then_gif_in_one_process(tmp_path, repo_root):
+    """The sequence that crashed on a GPU box (issue 16 item 1): `evaluate --dream` (the engine's in-process pool
+    sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI."""
+    from tests.test_evaluate import _tiny_run
+
+    _, run = _tiny_run(tmp_path)
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(run.path), "--dream", "--episodes", "2", "--gifs", "1"]
+    res = subprocess.run(cmd, capture_output=True, text=True, cwd=repo_root, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "error" not in res.stderr.lower(), res.stderr
+    assert (RunDir(run.path).eval_dir("dream") / "episode_000.gif").exists()
+    assert json.loads((run.path / "eval/dream/summary.json").read_text())["episodes"] == 2
