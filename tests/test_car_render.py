@@ -110,3 +110,18 @@ def test_unknown_renderer_is_one_clear_error():
 
     with pytest.raises(WMError, match=r"env\.renderer 'opengl'.*official.*fast"):
         make_env(load(["carracing"], ["env.renderer=opengl"]))
+
+
+def test_scores_use_the_official_renderer(monkeypatch):
+    """A run trained with the fast renderer is still scored (and recorded) with gymnasium's own."""
+    from wm import engine
+    from wm.config import load
+    from wm.evaluation import play, scoring_config
+    from wm.rundir import RunDir
+
+    cfg = load(["carracing", "tiny"], ["env.renderer=fast"])
+    assert scoring_config(cfg).env.renderer == "official" and cfg.env.renderer == "fast"
+    seen = []
+    monkeypatch.setattr(engine, "evaluate_seeds", lambda spec, *a, **k: seen.append(spec.cfg["env"]["renderer"]))
+    play(cfg, RunDir("unused"), "real", None, [1, 2])
+    assert seen == ["official"]

@@ -96,6 +96,16 @@ class Progress:
         print(("\r" if self.tty else "") + line, end=end, flush=True)
 
 
+def scoring_config(cfg: Config) -> Config:
+    """`cfg` as scores are measured: CarRacing with gymnasium's own renderer, whatever `env.renderer` trained with
+    (the fast renderer is a training-time option, issue 15; its frames differ slightly from the official ones)."""
+    from wm import config as C
+
+    if cfg.env.renderer == "official":
+        return cfg
+    return C.update(cfg, {"env": {"renderer": "official"}}, source="scores use the official renderer")
+
+
 def play(
     cfg: Config,
     run: RunDir,
@@ -107,11 +117,14 @@ def play(
     progress: Any = None,
     log: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Returns and lengths (in seed order) of `kind` (wm.engine.KINDS) with `params` on `seeds`, through the engine."""
+    """Returns and lengths (in seed order) of `kind` (wm.engine.KINDS) with `params` on `seeds`, through the engine.
+
+    Real episodes always use the official renderer (`scoring_config`)."""
     from wm.engine import EvalSpec, evaluate_seeds
     from wm.envs import action_dim
     from wm.models.controller import Controller
 
+    cfg = scoring_config(cfg)
     spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
     n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
     return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log)

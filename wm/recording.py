@@ -41,8 +41,11 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
     """
     from wm import tf_setup
     from wm.engine import dream_episode, random_episode
+    from wm.evaluation import scoring_config
     from wm.media import to_uint8
     from wm.world import load_world
+
+    cfg = scoring_config(cfg)  # the official renderer, as the scores
 
     tf_setup.setup()
     if kind in ("dream", "random-dream"):
