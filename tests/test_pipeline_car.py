@@ -1,0 +1,37 @@
+"""The tiny CarRacing pipeline end to end (issue 15): collect with the fast renderer → V → encode → M → C in the
+real env under `mpirun -n 3` with the curriculum and the no-progress stop → evaluate with the official renderer."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from wm.rundir import STAGES, RunDir, read_jsonl
+
+pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
+
+
+def test_tiny_carracing_pipeline(tmp_path, repo_root):
+    run = RunDir(tmp_path / "car")
+    sets = ["env.renderer=fast", "es.curriculum=[50, 25]", "es.no_progress_steps=60"]
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run.path), "--mpi", "3"]
+    done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    for st in STAGES:
+        assert run.is_done(st.verb), st.verb
+    assert run.load_config().env.renderer == "fast"
+
+    # C trained in the real env: the population's episodes started capped at 50 steps and the cap only rose
+    hist = [r for r in read_jsonl(run.metrics_path("train-controller")) if "es/generation" in r]
+    caps = [int(r["es/episode_cap"]) for r in hist]
+    assert caps[0] == 50 and caps == sorted(caps) and all(c <= 300 for c in caps)
+    assert max(r["es/len_max"] for r in hist) <= caps[-1]
+    assert "es/eval_mean" in hist[-1]
+
+    # scored with the official renderer on full episodes: the tiny preset's 300 steps unless a lap ends sooner
+    summary = json.loads(run.eval_summary("real").read_text())
+    assert summary["episodes"] == 4 and -100 < summary["mean"] < 1000
+    assert 1 <= summary["len_mean"] <= 300
