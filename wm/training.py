@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import json
 import math
+import queue
+import threading
 import time
 import zipfile
 import zlib
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from wm.errors import WMError
 from wm.rundir import atomic_save, atomic_savez
+
+T = TypeVar("T")
 
 
 def _opt_variables(optimizer) -> list:
@@ -178,3 +183,48 @@ class Rate:
         rate = self._n / max(now - self._t, 1e-9)
         self._t, self._n = now, 0
         return rate
+
+
+def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
+    """Yield `items` in order while a background thread produces up to `depth` of them ahead.
+
+    For a training loop whose batches are assembled in NumPy: the next batch is built while the compiled step runs
+    (TF releases the GIL), not between steps. An exception raised while producing an item is raised here, where
+    that item would have come; closing the generator (the loop breaks or raises) stops the producer.
+    """
+    q: queue.Queue = queue.Queue(maxsize=max(1, int(depth)))
+    stop = threading.Event()
+    end = object()
+
+    def put(x) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(x, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((item, None)):
+                    return
+        except BaseException as e:  # noqa: BLE001 — handed to the consumer, raised there
+            put((end, e))
+            return
+        put((end, None))
+
+    thread = threading.Thread(target=produce, name="prefetch", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item, err = q.get()
+            if item is end:
+                if err is not None:
+                    raise err
+                return
+            yield item
+    finally:
+        stop.set()
+        thread.join(timeout=10.0)

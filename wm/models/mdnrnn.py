@@ -13,6 +13,16 @@ rows of 15 per latent dimension, dimension-major, [5 log-mix | 5 μ | 5 log σ] 
 Counts: Car (z 32, A 3, H 256) 422,368; Doom (z 64, A 1, H 512, done) 1,678,785 (§9).
 
 The head returns plain tensors (`MDNOutput`); the TFP mixtures are built only in `wm.models.mixture`.
+
+`lstm` picks how a teacher-forced sequence runs (`mdnrnn.lstm`; the one-step `step` of the dream and the agents is
+the cell either way): `custom` is the cell in a `tf.scan`; `keras` is `keras.layers.LSTM` with the defaults that keep
+it cuDNN-eligible on a GPU (tanh, sigmoid, no recurrent dropout, not unrolled, bias), run on a **view** of the same
+variables: Keras' gate order (i, f, c, o) and the +1 folded into its forget bias (`keras_layout`), an exact
+re-parametrisation, so weights, checkpoints and parameter counts are the custom ones whichever runs. A Doom
+restart zeroes the state inside a chunk, which cuDNN cannot do mid-sequence: `restart_segments` cuts every row at
+its restarts into segments, runs them as one right-padded batch (zero initial state where a restart begins one,
+the carried state where a row's first segment continues it) and puts the outputs back. `auto`: `keras` when TF
+sees a GPU (cuDNN), else `custom` (faster on CPU: bench/mdnrnn_lstm.py).
 """
 
 from __future__ import annotations
@@ -38,10 +48,130 @@ class MDNOutput(NamedTuple):
     done_logit: tf.Tensor | None
 
 
+LSTM_IMPLS = ("custom", "keras", "auto")
+
+
+def resolve_lstm(name: str) -> str:
+    """`mdnrnn.lstm` → the implementation that runs: `auto` is `keras` when TF sees a GPU (cuDNN), else `custom`."""
+    if name not in LSTM_IMPLS:
+        raise WMError(f"mdnrnn.lstm must be one of {', '.join(LSTM_IMPLS)}, got {name!r}")
+    if name == "auto":
+        return "keras" if tf.config.list_logical_devices("GPU") else "custom"
+    return name
+
+
+def keras_layout(kernel_x, kernel_h, bias):
+    """The custom cell's (kernel_x, kernel_h, bias) in `keras.layers.LSTM`'s layout (kernel, recurrent_kernel, bias):
+    gate blocks (i, j, f, o) → (i, f, c=j, o), and the constant +1 moved into the forget bias. Works on NumPy arrays
+    and tensors (differentiable)."""
+    H = kernel_h.shape[0]
+    cat = np.concatenate if isinstance(bias, np.ndarray) else tf.concat
+
+    def perm(w):
+        return cat([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
+
+    one = np.concatenate([np.zeros(H), np.ones(H), np.zeros(2 * H)]).astype(np.float32)
+    return perm(kernel_x), perm(kernel_h), perm(bias) + one
+
+
+def from_keras_layout(kernel, recurrent_kernel, bias):
+    """The inverse of `keras_layout`: a `keras.layers.LSTM`'s weights as the custom cell's (kernel_x, kernel_h, bias)."""
+    kernel, recurrent_kernel, bias = (np.asarray(w, np.float32) for w in (kernel, recurrent_kernel, bias))
+    H = recurrent_kernel.shape[0]
+    bias = bias - np.concatenate([np.zeros(H), np.ones(H), np.zeros(2 * H)]).astype(np.float32)
+
+    def perm(w):  # (i, f, c, o) → (i, j=c, f, o): the same swap of the two middle blocks
+        return np.concatenate([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
+
+    return perm(kernel), perm(recurrent_kernel), perm(bias)
+
+
+class _ViewCell(keras.layers.LSTMCell):
+    """Keras' LSTM cell without weights of its own: kernel, recurrent kernel and bias are the tensors in `view`, set
+    by `MDNRNN` for each call (its variables in Keras' layout, so gradients reach them)."""
+
+    view: tuple | None = None
+
+    def build(self, input_shape):
+        self.built = True
+
+    kernel = property(lambda self: self.view[0])
+    recurrent_kernel = property(lambda self: self.view[1])
+    bias = property(lambda self: self.view[2])
+
+
+class _KerasLSTM(keras.layers.LSTM):
+    """`keras.layers.LSTM` (cuDNN-eligible defaults; Keras picks cuDNN on a GPU) over a `_ViewCell`."""
+
+    def __init__(self, units: int):
+        super().__init__(
+            units,
+            activation="tanh",
+            recurrent_activation="sigmoid",
+            use_bias=True,
+            recurrent_dropout=0.0,
+            unroll=False,
+            return_sequences=True,
+            return_state=True,
+        )
+        self.cell = _ViewCell(units, name="lstm_cell")
+
+
+def restart_segments(lstm, x: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, restart: tf.Tensor):
+    """Run the sequence layer `lstm` ((xs, [h, c], mask) → (hs, h, c)) over x (B, T, D) from (h0, c0), with the
+    state zeroed before every step whose restart flag is > 0.5 (§4), exactly, without a reset inside any sequence.
+
+    Every row is cut at its restarts into segments; the segments form one batch (n, L, D) padded on the right
+    (a right-padded mask: cuDNN's sequence lengths) whose initial state is zero, or the row's carried state for a
+    row's first segment when no restart begins it. Returns hs (B, T, H) and each row's final (h, c) (those of its
+    last segment).
+    """
+    shape = tf.shape(x)
+    B, T, D = shape[0], shape[1], x.shape[-1]
+    r = tf.cast(restart, tf.float32) > 0.5
+    first = tf.sequence_mask(tf.ones([B], tf.int32), T)  # (B, T): t == 0
+    start = tf.reshape(r | first, [-1])  # segment starts, row-major
+    seg = tf.cumsum(tf.cast(start, tf.int32)) - 1  # the segment of every (b, t)
+    t = tf.tile(tf.range(T), [B])
+    start_t = tf.boolean_mask(t, start)  # (n,): where each segment begins
+    n = tf.shape(start_t)[0]
+    pos = t - tf.gather(start_t, seg)
+    lengths = tf.math.unsorted_segment_sum(tf.ones_like(seg), seg, n)
+    L = tf.reduce_max(lengths)
+    idx = tf.stack([seg, pos], 1)
+    xs = tf.scatter_nd(idx, tf.reshape(x, [-1, D]), tf.stack([n, L, D]))
+    xs = tf.ensure_shape(xs, [None, None, D])
+    row = tf.boolean_mask(tf.repeat(tf.range(B), T), start)
+    carried = tf.cast(tf.boolean_mask(tf.reshape(first & ~r, [-1]), start), x.dtype)[:, None]
+    hs, h, c = lstm(
+        xs, initial_state=[tf.gather(h0, row) * carried, tf.gather(c0, row) * carried], mask=tf.sequence_mask(lengths, L)
+    )
+    last = tf.reshape(seg, tf.stack([B, T]))[:, -1]
+    return tf.reshape(tf.gather_nd(hs, idx), tf.stack([B, T, -1])), tf.gather(h, last), tf.gather(c, last)
+
+
+class _Hidden:
+    """Holds a layer where Keras' saving walk does not look (not a Keras object, not a container)."""
+
+    __slots__ = ("layer",)
+
+    def __init__(self, layer):
+        self.layer = layer
+
+
 class MDNRNN(keras.Model):
     """LSTM (+1 constant forget bias) with a per-dimension MDN head and, for Doom, restart input and done logit."""
 
-    def __init__(self, z_dim: int, action_dim: int, hidden: int, num_mixtures: int = 5, predict_done: bool = False, **kw):
+    def __init__(
+        self,
+        z_dim: int,
+        action_dim: int,
+        hidden: int,
+        num_mixtures: int = 5,
+        predict_done: bool = False,
+        lstm: str = "custom",
+        **kw,
+    ):
         super().__init__(**kw)
         self.z_dim, self.action_dim, self.hidden = int(z_dim), int(action_dim), int(hidden)
         self.num_mixtures, self.predict_done = int(num_mixtures), bool(predict_done)
@@ -57,6 +187,14 @@ class MDNRNN(keras.Model):
         self.out_kernel = self.add_weight(shape=(self.hidden, self.output_dim), initializer=init(), name="out_kernel")
         self.out_bias = self.add_weight(shape=(self.output_dim,), initializer=init(), name="out_bias")
         self.built = True
+        self.set_lstm(lstm)
+
+    def set_lstm(self, name: str) -> None:
+        """Run sequences with `name` (`custom | keras | auto`, see the module docstring); the weights stay the same."""
+        self.lstm_impl = resolve_lstm(name)
+        # out of Keras' sight (neither tracked nor walked when saving): the layer holds no weights, and the files
+        # written stay exactly the custom ones
+        object.__setattr__(self, "_keras_lstm", _Hidden(_KerasLSTM(self.hidden) if self.lstm_impl == "keras" else None))
 
     def config_dict(self) -> dict:
         return {
@@ -123,6 +261,8 @@ class MDNRNN(keras.Model):
         b = tf.shape(z)[0]
         c0, h0 = self.initial_state(b) if state is None else state
         x = self._inputs(z, a, restart)
+        if self._keras_lstm.layer is not None:
+            return self._call_keras(x, c0, h0, restart)
         xw = tf.tensordot(x, self.lstm_kernel_x, 1) + self.lstm_bias  # (B, T, 4H)
         xw_t = tf.transpose(xw, [1, 0, 2])
         if self.predict_done:
@@ -139,6 +279,18 @@ class MDNRNN(keras.Model):
         states = tf.scan(body, (xw_t, keep_t), initializer=tf.stack([c0, h0]))  # (T, 2, B, H)
         hs = tf.transpose(states[:, 1], [1, 0, 2])
         return self.head(hs), (states[-1, 0], states[-1, 1])
+
+    def _call_keras(self, x, c0, h0, restart):
+        lstm = self._keras_lstm.layer
+        lstm.cell.view = keras_layout(self.lstm_kernel_x, self.lstm_kernel_h, self.lstm_bias)
+        try:
+            if self.predict_done:
+                hs, h, c = restart_segments(lstm, x, h0, c0, restart)
+            else:
+                hs, h, c = lstm(x, initial_state=[h0, c0])
+        finally:
+            lstm.cell.view = None  # no tensor of this trace outlives it
+        return self.head(hs), (c, h)
 
     # ------------------------------------------------------------------ loss
     def loss_terms(self, out: MDNOutput, z_target, z_mask=None, done_target=None, done_mask=None, done_weight: float = 10.0):
@@ -164,6 +316,11 @@ def lr_at(step: int | tf.Tensor, lr: float, lr_min: float, decay: float):
     """The authors' schedule (§4): (lr − lr_min)·decay^step + lr_min (decay 1.0 = constant)."""
     # float64: 0.99999 is 0.9999899864 in float32, 3e-4 off after 24,400 steps
     return tf.cast((lr - lr_min) * tf.constant(decay, tf.float64) ** tf.cast(step, tf.float64) + lr_min, tf.float32)
+
+
+def lr_value(step: int, lr: float, lr_min: float, decay: float) -> float:
+    """`lr_at` in NumPy (the same float64 arithmetic, then float32): the logged learning rate without a TF op."""
+    return float(np.float32((lr - lr_min) * np.float64(decay) ** int(step) + lr_min))
 
 
 class DecayingLR(keras.optimizers.schedules.LearningRateSchedule):

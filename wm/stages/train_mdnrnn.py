@@ -7,12 +7,16 @@ Adam (ε `adam_eps`), clip by value `grad_clip`, lr = (lr − lr_min)·decay^ste
 Outputs in `mdnrnn/`: `mdnrnn.weights.h5` + `model.json` (sizes), `checkpoint.npz` (+ `carry.npz`, the carried
 stream state) while training, `dream_preview.gif`, `DONE`. A rerun resumes from the checkpoint with the same
 batches (they are a function of (run.seed, step)). Metrics: `mdnrnn/step`, `mdnrnn/epoch`, `mdnrnn/nll`,
-`mdnrnn/done_loss`, `mdnrnn/lr`, `mdnrnn/steps_per_s`.
+`mdnrnn/done_loss`, `mdnrnn/lr`, `mdnrnn/steps_per_s`. `mdnrnn.lstm` picks the sequence implementation
+(`wm.models.mdnrnn`: the custom cell, or `keras.layers.LSTM`/cuDNN on a view of the same weights). Batches are
+assembled in a background thread (`wm.training.prefetch`) while the step runs; the losses are read back (a device
+sync), checked and logged every `READ_EVERY` steps and before every save, one record per step as before.
 """
 
 from __future__ import annotations
 
 import argparse
+from contextlib import closing
 
 import numpy as np
 
@@ -22,6 +26,7 @@ from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
 
 PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
+READ_EVERY = 10  # losses are read back (a device sync), checked and logged every this many steps and at every save
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
@@ -33,8 +38,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     tf = tf_setup.setup()
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
     from wm.envs import action_dim
-    from wm.models.mdnrnn import MDNRNN, config_path, make_optimizer, make_train_step, save_config
-    from wm.training import Checkpoint, Rate, check_finite, save_weights
+    from wm.models.mdnrnn import MDNRNN, config_path, lr_value, make_optimizer, make_train_step, save_config
+    from wm.training import Checkpoint, Rate, check_finite, prefetch, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
@@ -47,7 +52,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         import keras
 
         keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
-        model = MDNRNN(cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done)
+        model = MDNRNN(cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done, lstm=m_cfg.lstm)
+        log.info("LSTM: %s (mdnrnn.lstm: %s)", model.lstm_impl, m_cfg.lstm)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
         if getattr(args, "force", False):  # --force redoes the training, it does not continue it
@@ -71,47 +77,74 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         state["lr_schedule"] = schedule
         train_step = make_train_step(model, opt, m_cfg.done_weight)
         rate = Rate()
+        pending: list = []  # (step, epoch, nll, done_loss) of steps whose losses are not read back yet
+        last = [float("nan"), float("nan")]
+
+        def flush() -> None:
+            """Read the pending losses back (one sync for READ_EVERY steps), check them, write their records."""
+            if not pending:
+                return
+            values = [(s, e, float(n), float(d)) for s, e, n, d in pending]
+            pending.clear()
+            rate.add(len(values))
+            sps = rate.read()
+            for s, e, nll, done_loss in values:
+                check_finite(nll + done_loss, s, ckpt)  # before any save: the last good checkpoint stays
+                rec = {"mdnrnn/step": s, "mdnrnn/epoch": e, "mdnrnn/nll": nll, "mdnrnn/done_loss": done_loss}
+                rec.update({"mdnrnn/lr": lr_value(s, *schedule), "mdnrnn/steps_per_s": sps})
+                log.scalars(s, rec, console=10.0)
+                last[:] = nll, done_loss
 
         def one(batch, carry):
-            nll, done_loss, final = train_step({k: tf.constant(v) for k, v in batch.items()}, carry)
-            nll, done_loss = float(nll), float(done_loss)
-            check_finite(nll + done_loss, state["step"] + 1, ckpt)
+            nll, done_loss, final = train_step(batch, carry)
             state["step"] += 1
-            rate.add(1)
-            log.scalars(
-                state["step"],
-                {
-                    "mdnrnn/step": state["step"],
-                    "mdnrnn/epoch": state["epoch"],
-                    "mdnrnn/nll": nll,
-                    "mdnrnn/done_loss": done_loss,
-                    "mdnrnn/lr": float(opt.learning_rate),
-                    "mdnrnn/steps_per_s": rate.read(),
-                },
-                console=10.0,
-            )
-            return final, nll, done_loss
+            pending.append((state["step"], state["epoch"], nll, done_loss))
+            if len(pending) >= READ_EVERY:
+                flush()
+            return final
 
-        last = (float("nan"), float("nan"))
+        def save(carry=None) -> None:
+            flush()
+            if carry is None:
+                ckpt.save(state)
+            else:
+                _save(out, ckpt, state, carry)
+
+        def tensors(batch):  # in the prefetch thread, off the step's path
+            return {k: tf.constant(v) for k, v in batch.items()}
+
         if m_cfg.batching == "episodes":
             batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done)
-            while state["step"] < m_cfg.steps:
-                _, *last = one(batches.batch(state["step"]), model.initial_state(m_cfg.batch_size))
-                if state["step"] % m_cfg.checkpoint_every == 0:
-                    ckpt.save(state)
+            todo = (tensors(batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
+            with closing(prefetch(todo)) as items:
+                for batch in items:
+                    one(batch, model.initial_state(m_cfg.batch_size))
+                    if state["step"] % m_cfg.checkpoint_every == 0:
+                        save()
         else:
             batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed)
             log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
             carry = _load_carry(out / "carry.npz", state, model, m_cfg.batch_size)
-            while state["epoch"] < m_cfg.epochs:
-                for i, batch in batches.epoch(state["epoch"], state["chunk"]):
-                    carry, *last = one(batch, carry)  # the state carries over to the next chunk (§4)
+
+            def chunks(e0: int, c0: int):  # every remaining chunk of every remaining epoch, in order
+                for e in range(e0, int(m_cfg.epochs)):
+                    for i, batch in batches.epoch(e, c0 if e == e0 else 0):
+                        yield e, i, tensors(batch)
+
+            with closing(prefetch(chunks(state["epoch"], state["chunk"]))) as items:
+                for e, i, batch in items:
+                    if e != state["epoch"]:  # a new epoch: zero state at its start (§4)
+                        state["epoch"], state["chunk"] = e, 0
+                        carry = model.initial_state(m_cfg.batch_size)
+                    carry = one(batch, carry)  # the state carries over to the next chunk (§4)
                     state["chunk"] = i + 1
                     if state["step"] % m_cfg.checkpoint_every == 0:
-                        _save(out, ckpt, state, carry)
-                state["epoch"], state["chunk"] = state["epoch"] + 1, 0
-                carry = model.initial_state(m_cfg.batch_size)  # zero state at each epoch start (§4)
-            _save(out, ckpt, state, carry)
+                        save(carry)
+            if state["epoch"] < m_cfg.epochs:  # the last epoch ran to its end
+                state["epoch"], state["chunk"] = int(m_cfg.epochs), 0
+                carry = model.initial_state(m_cfg.batch_size)
+            save(carry)
+        flush()
         ckpt.save(state)
         save_weights(model, run.mdnrnn_weights)
         save_config(model, config_path(run.mdnrnn_weights))
