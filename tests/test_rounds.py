@@ -30,8 +30,9 @@ def _cfg(*sets: str) -> C.Config:
     )
 
 
-def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str):
-    """Run the pipeline's round loop with check scores (real, dream) per pass; returns (rounds run, explores, rounds.json)."""
+def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str, random: float = 50.0):
+    """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
+    returns (rounds run, explores, rounds.json)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -50,6 +51,7 @@ def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str)
 
     monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
+    monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
     rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=__import__("time").time())
@@ -80,6 +82,19 @@ def test_patience_two_survives_one_bad_round(tmp_path, monkeypatch):
         tmp_path, monkeypatch, [(200, 300), (180, 200), (650, 700), (640, 600), (630, 700)], "iterate.patience=2"
     )
     assert rounds == ["round1", "round2", "round3", "round4"] and doc["result"]["name"] == "round2"
+
+
+def test_a_c_below_twice_random_earns_another_round(tmp_path, monkeypatch):
+    # seed 2 of the small preset: the first pass exploits, round 1 is honest but no better and below random (210);
+    # patience alone stopped here and kept a C worse than random. Now rounds go on until a C reaches 2 × random.
+    scores = [(177.3, 566.2), (168.3, 326.0), (300.0, 330.0), (520.0, 600.0), (500.0, 520.0)]
+    rounds, explores, doc = _drive(tmp_path, monkeypatch, scores, random=210.0)
+    assert rounds == ["round1", "round2", "round3", "round4"] and doc["result"]["name"] == "round3"
+    assert explores == [0.6, 0.6, 0.6, 0.3] and doc["random_check"] == 210.0
+    assert "no better real check score" in doc["stopped"]
+    # with the target off, patience stops after round 1 as before
+    rounds, _, doc = _drive(tmp_path / "off", monkeypatch, scores, "iterate.target_ratio=0", random=210.0)
+    assert rounds == ["round1"] and doc["result"]["name"] == "first pass"
 
 
 def test_control_helpers():

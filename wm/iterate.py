@@ -145,10 +145,11 @@ def best_pass(history: list[PassCheck]) -> int:
     return max(range(len(history)), key=lambda i: (history[i].real, -i))
 
 
-def stop_reason(history: list[PassCheck], cfg: Config, minutes: float) -> str | None:
+def stop_reason(history: list[PassCheck], cfg: Config, minutes: float, random: float = 0.0) -> str | None:
     """Why no further round starts after the passes in `history` (None: run round len(history)).
 
-    Budgets first (`rounds`, `max_minutes`); then a C that exploits its dream always earns another round; otherwise
+    Budgets first (`rounds`, `max_minutes`); then a C that exploits its dream, or a best C still below
+    `target_ratio` × the random policy's score on the check seeds (`random`), always earns another round; otherwise
     the rounds stop after `patience` rounds without a better real check score."""
     it = cfg.iterate
     done = len(history) - 1  # rounds after the first pass
@@ -158,13 +159,23 @@ def stop_reason(history: list[PassCheck], cfg: Config, minutes: float) -> str | 
         return f"time budget iterate.max_minutes = {it.max_minutes} spent ({minutes:.0f} min)"
     if history[-1].exploits(float(it.exploit_ratio)):
         return None  # the last C exploits M: the next round's data (its own failures) is what removes the exploit
+    if below_target(history, cfg, random):
+        return None  # no C worth keeping yet: a C that loses to random is not a result
     since = len(history) - 1 - best_pass(history)
     if since >= int(it.patience):
         return f"no better real check score in the last {since} round(s) (iterate.patience = {it.patience})"
     return None
 
 
-def next_explore(history: list[PassCheck], cfg: Config) -> float:
-    """Exploration share of the next round: raised to `explore_exploit` when the last C exploited its dream."""
+def below_target(history: list[PassCheck], cfg: Config, random: float) -> bool:
+    """The best C so far scores below `iterate.target_ratio` × the random policy on the check seeds."""
+    target = float(cfg.iterate.target_ratio) * float(random)
+    return target > 0 and history[best_pass(history)].real < target
+
+
+def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:
+    """Exploration share of the next round: raised to `explore_exploit` when the last C exploited its dream or no C
+    has reached the target yet (its own episodes are mostly the same failure; random segments show M the rest)."""
     it = cfg.iterate
-    return float(it.explore_exploit if history[-1].exploits(float(it.exploit_ratio)) else it.explore)
+    failing = history[-1].exploits(float(it.exploit_ratio)) or below_target(history, cfg, random)
+    return float(it.explore_exploit if failing else it.explore)

@@ -45,6 +45,8 @@ def main(args: argparse.Namespace) -> int:
         _print_rows(RunDir(child), "    ")
     if checks:
         print("  round control (iterate.check_episodes): real check / dream on the same seeds")
+        if checks.get("random_check"):
+            print(f"    {'random':<12} real {checks['random_check']:8.1f}")
         for p in checks["passes"]:
             mark = "  ← result" if p["name"] == checks["result"]["name"] else ""
             flag = "  exploits the dream" if p.get("exploits") else ""

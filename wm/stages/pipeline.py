@@ -24,7 +24,7 @@ from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.errors import WMError
 from wm.format import duration
-from wm.iterate import PassCheck, best_pass, check_seeds, next_explore, prepare_round, round_dir, stop_reason
+from wm.iterate import PassCheck, below_target, best_pass, check_seeds, next_explore, prepare_round, round_dir, stop_reason
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
 from wm.rundir import RunDir, atomic_write_json, round_dirs
@@ -156,30 +156,42 @@ def _evaluate(where: RunDir, verb_args: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
 
 
+def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: str) -> float:
+    """Mean of `evaluate <extra> --tag <tag>` on the check seeds (reused when already there for these seeds)."""
+    seeds = check_seeds(cfg)
+    path = where.eval_summary(tag)
+    try:
+        s = json.loads(path.read_text())
+    except (OSError, ValueError):
+        s = {}
+    if s.get("seeds") != seeds:
+        print(f"[check] {what} on {len(seeds)} episodes (seeds {seeds[0]}…)", flush=True)
+        _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
+        s = json.loads(path.read_text())
+    return float(s["mean"])
+
+
 def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
     """Round control's check of one pass's C: `iterate.check_episodes` real episodes on the check seeds and the same
-    seeds in its own dream (`eval/check`, `eval/check-dream`; reused when already there for these seeds)."""
-    seeds = check_seeds(cfg)
-    means = {}
-    for tag, extra in (("check", []), ("check-dream", ["--dream"])):
-        path = where.eval_summary(tag)
-        try:
-            s = json.loads(path.read_text())
-        except (OSError, ValueError):
-            s = {}
-        if s.get("seeds") != seeds:
-            print(f"[check] {name}: C on {len(seeds)} {'dream' if extra else 'real'} episodes (seeds {seeds[0]}…)", flush=True)
-            _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
-            s = json.loads(path.read_text())
-        means[tag] = float(s["mean"])
-    return PassCheck(name, str(where.path), means["check"], means["check-dream"])
+    seeds in its own dream (`eval/check`, `eval/check-dream`)."""
+    real = _check_mean(where, cfg, "check", [], f"{name}: C, real")
+    dream = _check_mean(where, cfg, "check-dream", ["--dream"], f"{name}: C, dream")
+    return PassCheck(name, str(where.path), real, dream)
 
 
-def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None) -> dict:
+def random_check(run: RunDir, cfg: Config) -> float:
+    """The random policy's mean real score on the check seeds (`eval/check-random`): round control's yardstick."""
+    if float(cfg.iterate.target_ratio) <= 0:
+        return 0.0
+    return _check_mean(run, cfg, "check-random", ["--random"], "random policy, real")
+
+
+def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None, random: float = 0.0) -> dict:
     """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped."""
     best = history[best_pass(history)]
     doc = {
         "passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
+        "random_check": random,
         "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
         "check_seeds": check_seeds(cfg),
         "stopped": stopped,
@@ -200,14 +212,17 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             prepare_round(run, cfg, k)
             _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
         return rounds
+    random = random_check(run, cfg)
     history, rounds = [check_pass(run, cfg, "first pass")], []
-    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60)) is None:
+    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60, random)) is None:
         k, last = len(history), history[-1]
-        explore = next_explore(history, cfg)
-        write_rounds(run, cfg, history, None)
+        explore = next_explore(history, cfg, random)
+        write_rounds(run, cfg, history, None, random)
+        why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
+        if not why and below_target(history, cfg, random):
+            why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
         print(
-            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}"
-            f"{' (exploits the dream)' if last.exploits(float(cfg.iterate.exploit_ratio)) else ''}; "
+            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; "
             f"collect with exploration {explore:g}, fine-tune M, retrain C",
             flush=True,
         )
@@ -215,7 +230,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
         rounds.append(child)
         history.append(check_pass(child, child.load_config(), child.path.name))
-    doc = write_rounds(run, cfg, history, reason)
+    doc = write_rounds(run, cfg, history, reason, random)
     print(
         f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
         f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}",
