@@ -121,3 +121,19 @@ def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
     assert "first pass   real    165.0  dream   1500.0  exploits the dream" in out
     assert "round1       real    740.0  dream    890.0  ← result" in out
     assert "stopped: no better real check score" in out
+
+
+def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
+    import numpy as np
+
+    from wm.evaluation import write_results
+    from wm.rundir import atomic_write_json
+
+    run, r1 = RunDir(tmp_path / "r"), RunDir(tmp_path / "r" / "round1")
+    for where, tags in ((run, ("real", "dream", "random", "random-dream")), (r1, ("real", "dream"))):
+        for tag in tags:
+            write_results(where, tag, [1, 2], np.array([100.0, 200.0]), np.array([100, 200]), {})
+    atomic_write_json(run.rounds_path, {"result": {"name": "first pass", "path": str(run.path)}})
+    pipeline._demo_table(run, [r1])
+    lines = [line for line in capsys.readouterr().out.splitlines() if "← the run's result" in line]
+    assert len(lines) == 1 and lines[0].lstrip().startswith("C, first pass") and " real " in lines[0]

@@ -110,7 +110,7 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
         s = found[where.path].get(tag)
         if s is not None:
             score = f"{s['mean']:.1f} ± {s['std']:.1f}"
-            mark = "  ← the run's result" if rounds and mode == "real" and where.path == result else ""
+            mark = "  ← the run's result" if rounds and tag == "real" and where.path == result else ""
             print(f"  {label:<17} {mode:<7} {score:<28} {s['episodes']}{mark}")
     report = run.report_path
     gifs = sorted(str(p) for p in run.path.rglob("*.gif"))
