@@ -89,3 +89,72 @@ def test_non_finite_v_is_caught(agent):
     broken.set_weights([np.full_like(w, np.nan) for w in vae.get_weights()])
     with pytest.raises(WMError, match=r"non-finite action, z, h at step 0 of member 0, seed 1"):
         _evaluate(cfg, broken, m, ctl, params, np.array([[1, 2], [3, 4]]))
+
+
+class LongEnv(FakeEnv):
+    """FakeEnv with episodes of 100 + 37·(seed mod 5) steps (longer than an ε block, ending at different steps) and
+    reward = the action's sum, so returns follow the ε the agent drew."""
+
+    def step(self, a):
+        self.t += 1
+        return self._obs(), float(np.sum(a)), self.t >= 100 + 37 * (self.seed % 5), False, {}
+
+
+def _per_step_reference(ev, params, seeds):
+    """The loop as it was before ε was drawn in blocks: one `standard_normal(z)` per step and episode, each episode
+    in a slot of its own (no slot reuse). Returns (returns (P, K), each episode's sampled z per step)."""
+    P, K = seeds.shape
+    jobs = [(i, k) for i in range(P) for k in range(K)]
+    E = len(jobs)
+    assert ev.n_envs == E
+    rngs = [np.random.default_rng(int(seeds[i, k])) for i, k in jobs]
+    obs = np.stack([env.reset(seed=int(seeds[i, k]))[0] for env, (i, k) in zip(ev.envs, jobs, strict=True)])
+    prm = np.stack([params[i] for i, _ in jobs]).astype(np.float32)
+    fresh, ret, live = np.ones(E, np.float32), np.zeros(E), [True] * E
+    c = h = tf.zeros((E, H), tf.float32)
+    zs: list[list[np.ndarray]] = [[] for _ in range(E)]
+    while any(live):
+        eps = np.stack(
+            [
+                r.standard_normal(Z).astype(np.float32) if x else np.zeros(Z, np.float32)
+                for r, x in zip(rngs, live, strict=True)
+            ]
+        )
+        a, z, c, h, _ = ev._step(obs, eps, c, h, prm, fresh)
+        a, z = a.numpy(), z.numpy()
+        fresh[:] = 0.0
+        for e in range(E):
+            if live[e]:
+                zs[e].append(z[e])
+                obs[e], r, term, trunc, _ = ev.envs[e].step(a[e])
+                ret[e] += r
+                live[e] = not (term or trunc)
+    return ret.reshape(P, K), zs
+
+
+def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
+    """ε is drawn EPS_BLOCK steps at a time: returns and every sampled z are bit-identical to one draw per step,
+    whatever the number of envs (slots reused, episodes starting at different steps)."""
+    import wm.envs
+    from wm.rollout import EPS_BLOCK
+
+    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, keep_raw=False: LongEnv())
+    cfg, vae, m, ctl, _ = agent
+    params = np.random.default_rng(1).normal(0, 0.5, (3, ctl.n_params)).astype(np.float32)
+    seeds = np.array([[10, 11], [12, 13], [14, 17]])  # lengths 100, 137, 174, 211, 248, 211: beyond EPS_BLOCK
+    assert EPS_BLOCK < 248
+    ref = RealEvaluator(cfg, vae, m, ctl, n_envs=6, should_stop=lambda: False)
+    try:
+        want_returns, want_z = _per_step_reference(ref, params, seeds)
+        for n_envs in (6, 2):
+            ev = RealEvaluator(cfg, vae, m, ctl, n_envs=n_envs, should_stop=lambda: False)
+            try:
+                returns, lengths = ev.evaluate(params, seeds, record=6)
+            finally:
+                ev.close()
+            assert lengths.ravel().tolist() == [100 + 37 * (s % 5) for s in seeds.ravel()]
+            np.testing.assert_array_equal(returns, want_returns)
+            for got, want in zip(ev.latents, want_z, strict=True):
+                np.testing.assert_array_equal(np.stack(got), np.stack(want))
+    finally:
+        ref.close()

