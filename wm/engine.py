@@ -17,9 +17,9 @@ Kinds (`EvalSpec.kind`), each an evaluator `evaluate(params (P, n), seeds (P, K)
   (text: seconds) makes it sleep that long once).
 
 A pool's initializer (`init_worker`) builds one `WorkerContext` per worker process: TensorFlow set up (one thread,
-no GPU on CPU workers) and the evaluator built once (V/M loaded once, envs opened once). The pool hands that
-context to every task (`evaluate_task(ctx, task)`) and closes it when the worker stops; nothing is cached in
-module globals.
+no GPU on CPU workers; all threads and the GPU where allowed in train-controller's one-process batched dream pool)
+and the evaluator built once (V/M loaded once, envs opened once). The pool hands that context to every task
+(`evaluate_task(ctx, task)`) and closes it when the worker stops; nothing is cached in module globals.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ class EvalSpec:
     run: str
     temperature: float | None = None
     threads: int | None = 1  # TF threads in the worker: 1 where processes or ranks are the parallelism
+    gpu: bool = False  # the GPU visible in the worker: only the one-process batched dream pool (es.device)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -192,7 +193,7 @@ class WorkerContext:
                 os.environ.setdefault(k, "1")
             from wm import tf_setup
 
-            tf_setup.setup(threads=spec.threads, gpu=False)
+            tf_setup.setup(threads=spec.threads, gpu=spec.gpu)
         self.spec = spec
         self.evaluator = make_evaluator(spec)
 
@@ -205,7 +206,7 @@ class WorkerContext:
 
 
 def init_worker(spec: EvalSpec) -> WorkerContext:
-    """Pool initializer: one thread, no GPU, the evaluator built once."""
+    """Pool initializer: the spec's threads and GPU (one thread, no GPU on pool workers), the evaluator built once."""
     return WorkerContext(spec)
 
 

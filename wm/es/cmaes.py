@@ -73,7 +73,8 @@ class _Randn:
 
 
 class CMAES:
-    """Ask/tell CMA-ES on a flat parameter vector (pycma, full covariance, active CMA as in the authors' log, §7).
+    """Ask/tell CMA-ES on a flat parameter vector (pycma, full covariance, active CMA as in the authors' log, §7;
+    `diagonal`: pycma's separable CMA-ES, `CMA_diagonal`, whose ask+tell stays cheap at n ≈ 1000).
 
     `ask()` returns the (popsize, n) population; `seeds(trials)` the (popsize, trials) episode seeds of this
     generation; `tell(returns)` takes the (popsize,) mean returns (higher is better) of the last `ask()`.
@@ -88,6 +89,7 @@ class CMAES:
         seed: int = 0,
         antithetic: bool = True,
         x0: np.ndarray | None = None,
+        diagonal: bool = False,
     ):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "could not import matplotlib" at import
@@ -109,6 +111,8 @@ class CMAES:
                         "verb_log": 0,
                         "verb_disp": 0,  # no console output, no outcmaes/ files
                         "signals_filename": None,
+                        # separable CMA-ES: a diagonal covariance, O(n) per sample instead of O(n²) (es.cma_diagonal)
+                        **({"CMA_diagonal": True} if diagonal else {}),
                     },
                 )
             self._np_state = np.random.get_state()

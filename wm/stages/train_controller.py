@@ -77,22 +77,51 @@ def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
 
 
+DEVICES = ("auto", "cpu", "gpu")
+
+
+def decide_devices(cfg: Config, under_mpi: bool) -> Any:
+    """This process's TF devices (`wm.tf_setup.decide`), decided once before anything starts TF; returns them.
+
+    Under mpirun rank 0 runs CMA-ES and never a model: one thread, no GPU (the worker ranks decide the same in the
+    CLI). Alone with dream fitness this process is the batched pool's only worker: all TF threads, and the GPU as
+    `es.device` says (`auto`: when TF sees one, an earlier decision of this process kept; `cpu`: never; `gpu`:
+    a WMError when TF sees none). Alone with real or toy fitness: one thread, no GPU (the engine's CPU worker).
+    """
+    from wm import tf_setup
+
+    device = str(cfg.es.device)
+    if device not in DEVICES:
+        raise WMError(f"es.device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if under_mpi or cfg.es.fitness != "dream":
+        return tf_setup.decide(threads=1, gpu=False)
+    if device == "cpu":
+        return tf_setup.decide(threads=None, gpu=False)
+    if device == "auto":
+        return tf_setup.decide(threads=None, gpu=tf_setup.AUTO)
+    try:
+        devices = tf_setup.decide(threads=None, gpu=True)
+    except WMError as e:
+        raise WMError(f"es.device: gpu, but {e}") from None
+    tf = tf_setup.setup()
+    if not tf.config.list_physical_devices("GPU"):
+        raise WMError("es.device: gpu, but TensorFlow sees no GPU on this machine; set es.device to auto or cpu")
+    return devices
+
+
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
-    from mpi import launched_rank, release_workers
+    from mpi import launched_rank, launched_size, release_workers
 
     if launched_rank() > 0:
         from mpi.worker import main as serve
 
         serve()
         return
-    from wm import tf_setup
-
-    # TF's devices, once, before anything starts it: alone, this process is the pool's only worker (the engine's
-    # `WorkerContext`: one thread, no GPU); under mpirun rank 0 runs CMA-ES and never a model.
+    # TF's devices, once, before anything starts it (`decide_devices`).
     try:
-        tf_setup.decide(threads=1, gpu=False)
-        _train(cfg, run, args)
+        devices = decide_devices(cfg, under_mpi=launched_size() > 1)
+        _train(cfg, run, args, devices)
     finally:
         release_workers()
 
@@ -123,8 +152,10 @@ def initial_mean(path: Any, n: int) -> np.ndarray:
     return read_params(path, n, what="es.init_from")
 
 
-def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
-    from mpi import StopFlag, make_pool
+def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
+    from dataclasses import replace
+
+    from mpi import StopFlag, launched_size, make_pool
     from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
     from wm.es.budget import Curriculum, check_budget, fitness_budget
@@ -147,7 +178,9 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         es = CMAES.from_state(st["es"])
     else:
         x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
-        es = CMAES(n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic, x0=x0)
+        es = CMAES(
+            n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic, x0=x0, diagonal=es_cfg.cma_diagonal
+        )
         st = {
             "version": STATE_VERSION,
             "n_params": n,
@@ -163,6 +196,9 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     curriculum.load(st.get("curriculum"))
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
     spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
+    batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
+    if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
+        spec = replace(spec, threads=devices.threads, gpu=devices.gpu)
     seeds_eval = eval_seeds(cfg)
     stop_after = int(getattr(args, "stop_after", 0) or 0)
 
@@ -189,7 +225,12 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         except RuntimeError as e:
             raise WMError(str(e)) from None
         chunk = task_chunk(es_cfg, P, pool.size)
-        log.info("%d evaluating process(es), %d member(s) per task", pool.size, chunk)
+        log.info(
+            "%d evaluating process(es), %d member(s) per task%s",
+            pool.size,
+            chunk,
+            f"; the batched dream pool: this process, {devices} (es.device {es_cfg.device})" if batched else "",
+        )
         try:
             while st["generation"] < G:
                 if stop_after and st["generation"] - gen0 >= stop_after:

@@ -1,0 +1,238 @@
+"""C's dream in one process (issue 16 item 2): the batched pool (all TF threads, the whole population × trials as one
+task) gives the returns of the serial one-thread pool and the process pool; `es.device` is decided before TF
+starts and `gpu` without a GPU is refused in one line; separable CMA-ES (`es.cma_diagonal`) still learns."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wm import config as C
+from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+from wm.rundir import RunDir
+
+P, K = 8, 2
+SETS = [
+    "vae.z_dim=6",
+    "mdnrnn.hidden=12",
+    "mdnrnn.num_mixtures=3",
+    "dream.max_steps=60",
+    f"es.popsize={P}",
+    f"es.trials={K}",
+    "es.generations=1",
+    "es.eval_every=1",
+    "es.eval_episodes=4",
+]
+
+
+def tiny_world(path, sets: list[str] = ()) -> tuple[C.Config, RunDir]:
+    """A run dir holding a random-weight Doom M (a done logit that fires now and then) and initial z's."""
+    cfg = C.load(["doom_takecover", "tiny"], [*SETS, *sets])
+    run = RunDir(path)
+    run.bind_config(cfg, None)
+    from wm import tf_setup
+
+    tf_setup.setup(gpu=False)
+    import keras
+
+    from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.rundir import atomic_savez
+    from wm.training import save_weights
+
+    keras.utils.set_random_seed(0)
+    z, hidden = int(cfg.vae.z_dim), int(cfg.mdnrnn.hidden)
+    m = MDNRNN(z, 1, hidden, int(cfg.mdnrnn.num_mixtures), True)
+    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
+    rng = np.random.default_rng(0)
+    b, w = m.out_bias.numpy(), m.out_kernel.numpy()
+    b[0], w[:, 0] = -2.0, rng.normal(0, 3.0, hidden)
+    m.out_bias.assign(b)
+    m.out_kernel.assign(w)
+    save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
+    save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
+    atomic_savez(
+        run.stage_dir("encode") / "initial_z.npz",
+        mu=rng.standard_normal((5, z)).astype(np.float32),
+        logvar=np.full((5, z), -2.0, np.float32),
+    )
+    run.mark_done("train-mdnrnn", {})
+    return cfg, run
+
+
+def population(cfg: C.Config) -> tuple[np.ndarray, np.ndarray]:
+    from wm.models.controller import Controller
+
+    n = Controller.from_config(cfg, 1).n_params
+    rng = np.random.default_rng(3)
+    return rng.normal(0, 0.5, (P, n)), rng.integers(0, 2**40, (P, K))
+
+
+def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
+    from mpi.pool import SerialPool
+    from wm.procpool import ProcessPool
+
+    cfg, run = tiny_world(tmp_path / "run")
+    params, seeds = population(cfg)
+    spec = EvalSpec("dream", cfg.to_dict(), str(run.path))
+    # the batched pool: this process, all threads, the whole population × trials as one task
+    with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), str(run.path), threads=None),)) as pool:
+        tasks = make_tasks(params, seeds, P)
+        assert len(tasks) == 1
+        batched = gather(pool.map(evaluate_task, tasks), P, K)
+    with ProcessPool(init_worker, (spec,), workers=2) as pool:  # one-thread workers
+        one_thread = gather(pool.map(evaluate_task, make_tasks(params, seeds, P)), P, K)  # the old serial path
+        procs = gather(pool.map(evaluate_task, make_tasks(params, seeds, 3)), P, K)
+    assert batched[2] == one_thread[2] == procs[2] == 0
+    for other in (one_thread, procs):
+        np.testing.assert_allclose(batched[0], other[0], rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(batched[1], other[1])
+    assert len(set(batched[1].ravel().tolist())) > 1  # episodes end at different steps: the test means something
+
+
+@pytest.mark.parametrize(
+    "device, under_mpi, fitness, want",
+    [
+        ("auto", False, "dream", {"threads": None, "gpu": "auto"}),
+        ("cpu", False, "dream", {"threads": None, "gpu": False}),
+        ("gpu", True, "dream", {"threads": 1, "gpu": False}),
+        ("auto", True, "dream", {"threads": 1, "gpu": False}),
+        ("auto", False, "real", {"threads": 1, "gpu": False}),
+        ("cpu", False, "toy", {"threads": 1, "gpu": False}),
+    ],
+)
+def test_device_decision_by_config_and_launcher(monkeypatch, device, under_mpi, fitness, want):
+    from wm import tf_setup
+    from wm.stages import train_controller as TC
+
+    asked = []
+    monkeypatch.setattr(tf_setup, "decide", lambda **kw: asked.append(kw) or kw)
+    cfg = C.load(["doom_takecover"], [f"es.device={device}", f"es.fitness={fitness}"])
+    TC.decide_devices(cfg, under_mpi)
+    assert asked == [want]
+
+
+def test_unknown_device_is_refused():
+    from wm.errors import WMError
+    from wm.stages import train_controller as TC
+
+    with pytest.raises(WMError, match="es.device must be one of auto, cpu, gpu"):
+        TC.decide_devices(C.load(["doom_takecover"], ["es.device=tpu"]), False)
+
+
+_DECIDE_SCRIPT = """
+import argparse, json, sys
+sys.path.insert(0, {root!r})
+from wm import config as C, tf_setup
+from wm.rundir import RunDir
+from wm.stages import train_controller as TC
+seen, real = [], tf_setup.decide
+def spy(*a, **kw):
+    seen.append([kw.get("threads", "auto"), str(kw.get("gpu", "auto")), tf_setup.initialised()])
+    return real(*a, **kw)
+tf_setup.decide = spy
+cfg = C.load(["doom_takecover", "tiny"], {sets!r})
+try:
+    TC.run(cfg, RunDir({run!r}), argparse.Namespace(force=True, stop_after=0))
+except Exception as e:
+    print(json.dumps({{"error": str(e)}}))
+    sys.exit(0)
+d = tf_setup.decided()
+print(json.dumps({{"seen": seen, "decided": [d.threads, d.gpu]}}))
+"""
+
+
+def _decide(tmp_path, repo_root, sets: list[str], env: dict | None = None) -> dict:
+    script = tmp_path / "decide.py"
+    script.write_text(_DECIDE_SCRIPT.format(root=str(repo_root), sets=[*SETS, *sets], run=str(tmp_path / "run")))
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=repo_root, timeout=300, env=env or os.environ
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+def test_stage_decides_devices_before_tf_starts(tmp_path, repo_root):
+    tiny_world(tmp_path / "run")
+    got = _decide(tmp_path, repo_root, [])
+    # the first decision is the stage's, before TF started: all threads, the GPU left to the role (visible alone)
+    assert "error" not in got, got["error"] if "error" in got else ""
+    assert got["seen"][0] == [None, "auto", False], got
+    assert got["decided"] == [None, True]
+    log = RunDir(tmp_path / "run").log_path("train-controller").read_text()
+    assert "batched dream pool" in log and "1 member(s)" not in log
+    assert RunDir(tmp_path / "run").is_done("train-controller")
+
+
+@pytest.mark.timeout(300)
+def test_gpu_device_without_a_gpu_is_refused(tmp_path, repo_root):
+    tiny_world(tmp_path / "run")
+    got = _decide(tmp_path, repo_root, ["es.device=gpu"], env={**os.environ, "CUDA_VISIBLE_DEVICES": "-1"})
+    assert "error" in got and "\n" not in got["error"]
+    assert got["error"].startswith("es.device: gpu") and "no GPU" in got["error"]
+
+
+def _has_gpu() -> bool:
+    return os.path.exists("/dev/nvidia0") or shutil.which("nvidia-smi") is not None
+
+
+_GPU_SCRIPT = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from wm import tf_setup
+tf = tf_setup.setup(threads=None, gpu=True)
+assert tf.config.list_physical_devices("GPU"), "no GPU visible"
+tf.config.experimental.enable_tensor_float_32_execution(False)
+from mpi.pool import SerialPool
+from wm import config as C
+from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+cfg = C.load(["doom_takecover", "tiny"], {sets!r})
+params, seeds = np.array({params!r}), np.array({seeds!r}, np.int64)
+with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), {run!r}, threads=None, gpu=True),)) as pool:
+    r, ln, lost = gather(pool.map(evaluate_task, make_tasks(params, seeds, len(params))), len(params), seeds.shape[1])
+print(json.dumps([r.tolist(), lost]))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not _has_gpu(), reason="needs a GPU")
+def test_gpu_batched_pool_matches_cpu(tmp_path, repo_root):
+    from mpi.pool import SerialPool
+
+    cfg, run = tiny_world(tmp_path / "run")
+    params, seeds = population(cfg)
+    with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), str(run.path), threads=None),)) as pool:
+        cpu = gather(pool.map(evaluate_task, make_tasks(params, seeds, P)), P, K)[0]
+    script = tmp_path / "gpu.py"
+    script.write_text(
+        _GPU_SCRIPT.format(root=str(repo_root), sets=SETS, params=params.tolist(), seeds=seeds.tolist(), run=str(run.path))
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=repo_root, timeout=240, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+    gpu, lost = json.loads(out.stdout.strip().splitlines()[-1])
+    gpu = np.array(gpu)
+    assert lost == 0
+    # float32 on another device: a done logit within round-off of 0 may end an episode a step apart
+    assert np.mean(gpu == cpu) >= 0.9 and abs(gpu.mean() - cpu.mean()) <= 0.05 * cpu.mean()
+
+
+@pytest.mark.parametrize("diagonal", [False, True])
+def test_separable_cma_learns_the_toy_quadratic(diagonal):
+    from wm.es.cmaes import CMAES
+
+    target = np.linspace(-1.0, 1.0, 10)
+    es = CMAES(10, popsize=16, sigma0=0.5, weight_decay=0.0, seed=3, diagonal=diagonal)
+    for _ in range(80):
+        x = es.ask()
+        es.tell(-np.sum((x - target) ** 2, axis=1))
+    assert np.sum((es.mean - target) ** 2) < 1e-3  # the threshold of test_es.test_cmaes_learns_a_10d_quadratic
+    assert bool(es.es.opts["CMA_diagonal"]) is diagonal
