@@ -208,6 +208,9 @@ def test_prepare_tau_run_links_upstream_stages(tmp_path):
     from wm.sweep import reuse_or_prepare
 
     assert reuse_or_prepare(run, 1.15).path == dst.path
+    # the source run's evaluate settings may change after the τ runs were made (`sweep run` sets its temperatures)
+    run.bind_config(C.update(cfg, {"evaluate": {"temperatures": [1.15]}}, source="test"), "evaluate")
+    assert reuse_or_prepare(run, 1.15).path == dst.path
     other = prepare_tau_run(run, 0.5)
     other.config_path.write_text(other.config_path.read_text().replace("temperature: 0.5", "temperature: 0.7"))
     with pytest.raises(WMError, match="is not .*'s config at τ 0.5"):

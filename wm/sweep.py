@@ -153,9 +153,19 @@ def reuse_or_prepare(src: RunDir, tau: float) -> RunDir:
         return prepare_tau_run(src, tau)
     cfg, have = src.load_config(), dst.load_config()
     want = None if cfg is None else update(cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {tau:g}")
-    if want is None or have is None or have.to_dict() != want.to_dict():
+    if want is None or have is None or _shaping(have) != _shaping(want):
         raise WMError(f"{dst.path} exists but is not {src.path}'s config at τ {tau:g}; remove it to sweep again")
     return dst
+
+
+def _shaping(cfg: Config) -> dict:
+    """The settings that shape a τ run's C: all but the sections any run may change later (`evaluate`, which
+    `sweep run` itself sets on the source run, and wm.registry.FREE_SECTIONS)."""
+    from wm.config import flatten
+    from wm.registry import FREE_SECTIONS
+
+    skip = ("evaluate", *FREE_SECTIONS)
+    return {k: v for k, v in flatten(cfg.to_dict()).items() if k.split(".")[0] not in skip}
 
 
 def _make_tau_run(src: RunDir, cfg: Config, tau: float, dst: RunDir) -> RunDir:
