@@ -95,14 +95,14 @@ def decide_devices(cfg: Config, under_mpi: bool) -> Any:
         raise WMError(f"es.device must be one of {', '.join(DEVICES)}, not {device!r}")
     if under_mpi or cfg.es.fitness != "dream":
         return tf_setup.decide(threads=1, gpu=False)
-    if device == "cpu":
-        return tf_setup.decide(threads=None, gpu=False)
-    if device == "auto":
-        return tf_setup.decide(threads=None, gpu=tf_setup.AUTO)
     try:
+        if device == "cpu":
+            return tf_setup.decide(threads=None, gpu=False)
+        if device == "auto":
+            return tf_setup.decide(threads=None, gpu=tf_setup.AUTO)
         devices = tf_setup.decide(threads=None, gpu=True)
-    except WMError as e:
-        raise WMError(f"es.device: gpu, but {e}") from None
+    except WMError as e:  # TF already runs in this process with the other GPU set
+        raise WMError(f"es.device: {device}, but {e}") from None
     tf = tf_setup.setup()
     if not tf.config.list_physical_devices("GPU"):
         raise WMError("es.device: gpu, but TensorFlow sees no GPU on this machine; set es.device to auto or cpu")
