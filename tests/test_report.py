@@ -130,3 +130,22 @@ def test_report_missing_run_dir_is_an_error(tmp_path):
 
     with pytest.raises(WMError, match="does not exist"):
         R.main(type("A", (), {"run": str(tmp_path / "nope")})())
+
+
+def test_pipeline_timings_merge_every_command_on_the_run(tmp_path):
+    """A run resumed by a second pipeline command (its later rounds) keeps the first command's stage times."""
+    import json
+
+    from wm.rundir import RunDir
+    from wm.stages.report import pipeline_timings
+
+    run = RunDir(tmp_path / "r")
+    run.path.mkdir()
+    recs = [
+        {"time": 1.0, "total_s": 100.0, "collect": 60.0, "round 1/collect": 40.0},
+        {"time": 2.0, "total_s": 50.0, "round 2/collect": 30.0, "round 1/collect": 20.0},
+    ]
+    run.timings_path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    t = pipeline_timings(run)
+    assert (t["collect"], t["round 1/collect"], t["round 2/collect"], t["total_s"]) == (60.0, 20.0, 30.0, 150.0)
+    assert pipeline_timings(RunDir(tmp_path / "none")) == {}

@@ -81,8 +81,22 @@ def make_plots(run: RunDir) -> list[tuple[str, Path]]:
     return out
 
 
+def pipeline_timings(run: RunDir) -> dict[str, Any]:
+    """Stage times of every pipeline command on this run, merged in order: a resumed run's later command records
+    only what it ran (its rounds), so the earlier commands' times still count; a stage run again takes its latest
+    time. `total_s` is the sum over the commands."""
+    merged: dict[str, Any] = {}
+    total = 0.0
+    for rec in read_jsonl(run.timings_path):
+        total += float(rec.get("total_s", 0.0))
+        merged.update(rec)
+    if merged:
+        merged["total_s"] = total
+    return merged
+
+
 def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None:
-    """Wall time of a stage: the last pipeline run's timing, else the span of its metrics records up to its DONE
+    """Wall time of a stage: the pipeline's timing (`pipeline_timings`), else the span of its metrics records up to its DONE
     (side runs after it, such as later evaluations, are not the stage's time)."""
     if verb in pipeline:
         return float(pipeline[verb])
@@ -188,7 +202,7 @@ def render(run: RunDir) -> str:
         "| stage | state | key figures | time |",
         "|---|---|---|---|",
     ]
-    pipeline = (read_jsonl(run.timings_path) or [{}])[-1]
+    pipeline = pipeline_timings(run)
     for st in STAGES:
         figs = dict(key_figures(run, st.verb))
         done = run.stage_dir(st.verb) / "DONE"
