@@ -54,6 +54,27 @@ def calibrate_done(m, c, mu0, params, steps: int = 200, n: int = 64, mean_len: f
     return shift
 
 
+def random_world(hidden: int, p: int):
+    """A random-weight Doom world for timing: M (z 64, LSTM `hidden`, done head), the zch controller, 1000 start
+    latents and `p` controller vectors, with M's done bias calibrated to ≈ 305-step dreams. Returns
+    (m, c, mu0, logvar0, params, rng); the rng continues for the caller's seeds."""
+    import keras
+    import numpy as np
+
+    from wm.models.controller import Controller
+    from wm.models.mdnrnn import MDNRNN
+
+    keras.utils.set_random_seed(0)
+    m = MDNRNN(64, 1, hidden, 5, predict_done=True)
+    c = Controller("zch", 64, hidden, 1, bias=False)
+    rng = np.random.default_rng(0)
+    mu0 = rng.normal(0, 1, (1000, 64)).astype(np.float32)
+    lv0 = np.full((1000, 64), -2.0, np.float32)
+    params = rng.normal(0, 0.1, (p, c.n_params)).astype(np.float32)
+    calibrate_done(m, c, mu0, params)
+    return m, c, mu0, lv0, params, rng
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -62,22 +83,11 @@ def main() -> None:
     from wm import tf_setup
 
     tf_setup.setup()
-    import keras
-    import numpy as np
 
     from wm.dream import DreamEnv, DreamEvaluator
-    from wm.models.controller import Controller
-    from wm.models.mdnrnn import MDNRNN
 
     p, k, cap = (8, 4, 300) if args.quick else (64, 16, 2100)
-    keras.utils.set_random_seed(0)
-    m = MDNRNN(64, 1, 512, 5, predict_done=True)
-    c = Controller("zch", 64, 512, 1, bias=False)
-    rng = np.random.default_rng(0)
-    mu0 = rng.normal(0, 1, (1000, 64)).astype(np.float32)
-    lv0 = np.full((1000, 64), -2.0, np.float32)
-    params = rng.normal(0, 0.1, (p, c.n_params)).astype(np.float32)
-    calibrate_done(m, c, mu0, params)
+    m, c, mu0, lv0, params, rng = random_world(512, p)
     seeds = rng.integers(0, 2**31, (p, k))
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, cap, compact_every=args.compact_every)
 

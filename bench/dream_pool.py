@@ -34,22 +34,12 @@ def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int
     from wm import tf_setup
 
     tf = tf_setup.setup(threads=threads, gpu=gpu)
-    import keras
     import numpy as np
 
-    from bench.dream import calibrate_done
+    from bench.dream import random_world
     from wm.dream import DreamEvaluator
-    from wm.models.controller import Controller
-    from wm.models.mdnrnn import MDNRNN
 
-    keras.utils.set_random_seed(0)
-    m = MDNRNN(64, 1, 256, 5, predict_done=True)
-    c = Controller("zch", 64, 256, 1, bias=False)
-    rng = np.random.default_rng(0)
-    mu0 = rng.normal(0, 1, (1000, 64)).astype(np.float32)
-    lv0 = np.full((1000, 64), -2.0, np.float32)
-    params = rng.normal(0, 0.1, (p, c.n_params)).astype(np.float32)
-    calibrate_done(m, c, mu0, params)
+    m, c, mu0, lv0, params, rng = random_world(256, p)
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, cap)
     if xla:  # measurement only: under XLA the compacted loop miscounts episode lengths (README)
         ev._run = tf.function(ev._graph, reduce_retracing=True, jit_compile=True)  # noqa: SLF001
