@@ -60,30 +60,31 @@ def resolve_lstm(name: str) -> str:
     return name
 
 
+def _swap_middle_gates(w, H: int):
+    """Swap the 2nd and 3rd gate blocks of the last axis: (i, j, f, o) ↔ (i, f, c=j, o). Self-inverse; NumPy arrays
+    or tensors (differentiable)."""
+    cat = np.concatenate if isinstance(w, np.ndarray) else tf.concat
+    return cat([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
+
+
+def _forget_one(H: int) -> np.ndarray:
+    """The custom cell's constant +1 on the forget gate, in Keras' gate order (i, f, c, o)."""
+    return np.concatenate([np.zeros(H), np.ones(H), np.zeros(2 * H)]).astype(np.float32)
+
+
 def keras_layout(kernel_x, kernel_h, bias):
     """The custom cell's (kernel_x, kernel_h, bias) in `keras.layers.LSTM`'s layout (kernel, recurrent_kernel, bias):
     gate blocks (i, j, f, o) → (i, f, c=j, o), and the constant +1 moved into the forget bias. Works on NumPy arrays
     and tensors (differentiable)."""
     H = kernel_h.shape[0]
-    cat = np.concatenate if isinstance(bias, np.ndarray) else tf.concat
-
-    def perm(w):
-        return cat([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
-
-    one = np.concatenate([np.zeros(H), np.ones(H), np.zeros(2 * H)]).astype(np.float32)
-    return perm(kernel_x), perm(kernel_h), perm(bias) + one
+    return _swap_middle_gates(kernel_x, H), _swap_middle_gates(kernel_h, H), _swap_middle_gates(bias, H) + _forget_one(H)
 
 
 def from_keras_layout(kernel, recurrent_kernel, bias):
     """The inverse of `keras_layout`: a `keras.layers.LSTM`'s weights as the custom cell's (kernel_x, kernel_h, bias)."""
     kernel, recurrent_kernel, bias = (np.asarray(w, np.float32) for w in (kernel, recurrent_kernel, bias))
     H = recurrent_kernel.shape[0]
-    bias = bias - np.concatenate([np.zeros(H), np.ones(H), np.zeros(2 * H)]).astype(np.float32)
-
-    def perm(w):  # (i, f, c, o) → (i, j=c, f, o): the same swap of the two middle blocks
-        return np.concatenate([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
-
-    return perm(kernel), perm(recurrent_kernel), perm(bias)
+    return tuple(_swap_middle_gates(w, H) for w in (kernel, recurrent_kernel, bias - _forget_one(H)))
 
 
 class _ViewCell(keras.layers.LSTMCell):
