@@ -133,7 +133,7 @@ def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     for where, tags in ((run, ("real", "dream", "random", "random-dream")), (r1, ("real", "dream"))):
         for tag in tags:
             write_results(where, tag, [1, 2], np.array([100.0, 200.0]), np.array([100, 200]), {})
-    atomic_write_json(run.rounds_path, {"result": {"name": "first pass", "path": str(run.path)}})
+    atomic_write_json(run.rounds_path, {"passes": [], "result": {"name": "first pass", "path": str(run.path)}})
     pipeline._demo_table(run, [r1])
     lines = [line for line in capsys.readouterr().out.splitlines() if "← the run's result" in line]
     assert len(lines) == 1 and lines[0].lstrip().startswith("C, first pass") and " real " in lines[0]

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from wm.errors import WMError
-from wm.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl, round_dirs
+from wm.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 
 RESULTS_MD = "results.md"
 RESULTS_JSON = "results.json"
@@ -104,29 +104,6 @@ def _load_json(path: Path) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def result_pass(base: RunDir, tag: str) -> tuple[str, RunDir, str]:
-    """(name, run dir, how it was chosen) of the pass whose C is the run's result (module docstring)."""
-    from wm.status import round_checks
-
-    checks = round_checks(base)
-    if checks is not None:
-        res = checks["result"]
-        name = str(res.get("name", ""))
-        # by name first: round control stores paths as the pipeline was given them (relative to its cwd)
-        if name == "first pass":
-            where = base
-        elif name.startswith("round") and (base.path / name).is_dir():
-            where = RunDir(base.path / name)
-        else:
-            where = RunDir(res.get("path", ""))
-        return name, where, f"round control ({base.rounds_path.name})"
-    rounds = round_dirs(base.path)
-    with_eval = [p for p in rounds if RunDir(p).eval_summary(tag).exists()]
-    if with_eval:
-        return with_eval[-1].name, RunDir(with_eval[-1]), f"last round with eval/{tag}"
-    return ("first pass" if rounds else "single pass"), base, "the run itself"
-
-
 def _episode_returns(where: RunDir, tag: str, label: str) -> tuple[dict[str, Any], np.ndarray, list[int]]:
     """(summary, returns, seeds) of `eval/<tag>` of `where`; WMError naming `label` when missing or inconsistent."""
     path = where.eval_summary(tag)
@@ -154,6 +131,8 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
     cfg = base.load_config()
     if cfg is None:
         raise WMError(f"{path}: not a run directory (no {base.config_path.name})")
+    from wm.status import result_pass
+
     name, where, chosen = result_pass(base, tag)
     summary, returns, seeds = _episode_returns(where, tag, f"{path} ({name})")
     lo, hi = bootstrap_ci(returns, resamples, seed)

@@ -67,6 +67,33 @@ def round_checks(run: RunDir) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) and "passes" in doc and "result" in doc else None
 
 
+def pass_name(base: RunDir, where: RunDir) -> str:
+    """The name round control gives a pass of `base`: "first pass" for the run itself, else its round dir's name."""
+    return "first pass" if where.path == base.path else where.path.name
+
+
+def result_pass(base: RunDir, tag: str = "real") -> tuple[str, RunDir, str]:
+    """(name, run dir, how it was chosen) of the pass whose C is the run's result: round control's choice
+    (`rounds.json`, found by the pass's name: the stored path is as the pipeline was given it, relative to its cwd),
+    else the last round with an `eval/<tag>`, else the run itself."""
+    checks = round_checks(base)
+    if checks is not None:
+        res = checks["result"]
+        name = str(res.get("name", ""))
+        if name == "first pass":
+            where = base
+        elif name.startswith("round") and (base.path / name).is_dir():
+            where = RunDir(base.path / name)
+        else:
+            where = RunDir(res.get("path", ""))
+        return name, where, f"round control ({base.rounds_path.name})"
+    rounds = round_dirs(base.path)
+    with_eval = [p for p in rounds if RunDir(p).eval_summary(tag).exists()]
+    if with_eval:
+        return with_eval[-1].name, RunDir(with_eval[-1]), f"last round with eval/{tag}"
+    return ("first pass" if rounds else "single pass"), base, "the run itself"
+
+
 def _print_rows(run: RunDir, indent: str) -> None:
     for verb, state, figs in stage_rows(run):
         fig = figures(figs)

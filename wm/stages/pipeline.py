@@ -18,7 +18,6 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
@@ -104,7 +103,9 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
     found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
-    result = _result_path(run, rounds)
+    from wm.status import result_pass
+
+    result = result_pass(run)[1].path
     print("\n  policy            env     steps survived (mean ± std)  episodes")
     for label, where, mode, tag in rows:
         s = found[where.path].get(tag)
@@ -117,14 +118,6 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     print(f"\n  run directory: {run.path}\n  report:        {report if report.exists() else '(not written)'}")
     for g in gifs:
         print(f"  gif:           {g}")
-
-
-def _result_path(run: RunDir, rounds: list[RunDir]) -> Path:
-    """The pass whose C is the run's result: round control's choice (rounds.json), else the last round."""
-    try:
-        return Path(json.loads(run.rounds_path.read_text())["result"]["path"])
-    except (OSError, ValueError, KeyError):
-        return (rounds[-1] if rounds else run).path
 
 
 def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], label: str = "") -> None:

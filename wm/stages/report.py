@@ -109,14 +109,14 @@ def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None
 def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     """Every pass of iterative training side by side: the 100-episode real and dream scores, round control's checks,
     the pass's time, and which C is the run's result."""
-    from wm.status import round_checks
+    from wm.status import pass_name, result_pass, round_checks
 
     rounds = [RunDir(p) for p in round_dirs(run.path)]
     if not rounds:
         return []
     checks = round_checks(run)
-    by_path = {c["path"]: c for c in (checks or {}).get("passes", [])}
-    result = checks["result"]["path"] if checks else str(rounds[-1].path)
+    by_name = {c["name"]: c for c in (checks or {}).get("passes", [])}
+    result = result_pass(run)[1].path
     lines = [
         "",
         "## Iterative training",
@@ -126,7 +126,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     ]
     for k, where in enumerate([run, *rounds]):
         evals = {e["tag"]: e for e in evaluations(where)}
-        c = by_path.get(str(where.path))
+        c = by_name.get(pass_name(run, where))
         prefix = f"round {k}/" if k else ""
         secs = [float(v) for key, v in pipeline.items() if k and key.startswith(prefix)]
         if not k:
@@ -139,7 +139,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             duration(sum(secs)) if secs else "—",
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
-        mark = "**the run's result**" if str(where.path) == result else ""
+        mark = "**the run's result**" if where.path == result else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
