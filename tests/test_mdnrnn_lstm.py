@@ -243,6 +243,25 @@ def test_prefetch_keeps_order_raises_where_it_failed_and_stops_its_thread():
     assert len(produced) <= 5 + 2 + 2
 
 
+def test_deferred_reads_back_in_blocks_and_on_flush():
+    """V and M read their losses back every N steps (one device sync), in order, ints untouched, rest on flush."""
+    import tensorflow as tf
+
+    from wm.training import Deferred
+
+    seen = []
+    d = Deferred(3, seen.append)
+    for step in range(1, 8):
+        d.add(step, tf.constant(step / 2), np.float32(step))
+    assert [len(block) for block in seen] == [3, 3]  # nothing handled per step
+    d.flush()
+    d.flush()  # nothing pending: no empty block
+    assert [len(block) for block in seen] == [3, 3, 1]
+    items = [item for block in seen for item in block]
+    assert items == [(s, s / 2, float(s)) for s in range(1, 8)]
+    assert all(type(i[0]) is int and type(i[1]) is float for i in items)
+
+
 def test_logged_lr_matches_the_schedule():
     from wm.models.mdnrnn import lr_at, lr_value
 

@@ -12,6 +12,7 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
+from wm.config import load  # noqa: E402
 from wm.errors import WMError  # noqa: E402
 from wm.metrics import make_logger  # noqa: E402
 from wm.rundir import read_jsonl  # noqa: E402
@@ -141,6 +142,7 @@ def test_early_stopping():
 
 
 RESUME_SETS = [
+    "vae.parallel_files=3",
     "vae.batch_size=10",
     "vae.epochs=2",
     "vae.checkpoint_every=4",
@@ -166,7 +168,9 @@ def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
         _train(b_cfg, b_run, stop_at_step=7)
     ck = b_run.stage_dir("train-vae") / "checkpoint.npz"
     assert _ckpt_arrays(ck)[1]["step"] == 4 and not b_run.is_done("train-vae")
-    _train(b_cfg, b_run)
+    # resumed where the decode width differs (vae.parallel_files 0 = one per core, another machine): the
+    # interrupted epoch keeps the width that ordered its frames
+    _train(load([], ["vae.z_dim=32", *RESUME_SETS, "vae.parallel_files=1"]), b_run)
 
     wa, sa = _ckpt_arrays(a_run.stage_dir("train-vae") / "checkpoint.npz")
     wb, sb = _ckpt_arrays(ck)
@@ -214,6 +218,36 @@ def test_nan_guard_keeps_last_good_checkpoint(tmp_path):
     w, state = _ckpt_arrays(run.stage_dir("train-vae") / "checkpoint.npz")
     assert state["step"] >= 1 and all(np.isfinite(a).all() for a in w.values())
     assert not run.is_done("train-vae")
+
+
+def test_xla_step_equals_the_graph_step_and_bad_settings_are_named():
+    """`vae.jit_compile`: the XLA-compiled train step gives the graph step's losses and weights (same noise)."""
+    import keras
+    import tensorflow as tf
+
+    from wm.data.frames import decode_files
+    from wm.models.vae import ConvVAE, make_train_step, use_xla
+
+    x = tf.constant(np.random.default_rng(0).integers(0, 256, (8, 64, 64, 3), dtype=np.uint8))
+    runs = []
+    for jit in (False, True):
+        keras.utils.set_random_seed(0)
+        model = ConvVAE(32)
+        w0 = model.get_weights()
+        # plain SGD: Adam's first steps are ±lr wherever a gradient is ~0, so they would hide the comparison
+        step = make_train_step(model, keras.optimizers.SGD(1e-4), 0.5, seed=3, jit_compile=jit)
+        losses = [float(step(x, tf.constant(i, tf.int64))[0]) for i in range(3)]
+        runs.append((losses, np.concatenate([(w - a).ravel() for w, a in zip(model.get_weights(), w0, strict=True)])))
+    (graph, d_graph), (xla, d_xla) = runs
+    np.testing.assert_allclose(xla, graph, rtol=1e-5)  # the same function: only the summation order differs
+    assert graph[2] < graph[0]  # it trains
+    assert np.linalg.norm(d_xla - d_graph) < 0.01 * np.linalg.norm(d_graph)  # the same updates
+    assert use_xla(True) and not use_xla("false") and use_xla("auto") == bool(tf.config.get_visible_devices("GPU"))
+    with pytest.raises(WMError, match="vae.jit_compile must be true, false or auto, got 'yes'"):
+        use_xla("yes")
+    assert decode_files(3) == 3 and 1 <= decode_files(0) <= 16
+    with pytest.raises(WMError, match="vae.parallel_files"):
+        decode_files(-1)
 
 
 def test_refuses_without_collect(tmp_path):

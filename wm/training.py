@@ -185,6 +185,30 @@ class Rate:
         return rate
 
 
+class Deferred:
+    """Per-step values kept as device tensors and read back `every` steps at a time (one sync, not one per step).
+
+    `add(step, *tensors)` queues a step's values; every `every` items, and on `flush()` (call it before any save),
+    they are converted to floats and handed to `handle([(step, v1, v2, ...), ...])` in order, which checks and
+    logs them. Python ints pass through unchanged, so an item may carry bookkeeping (an epoch) beside its tensors.
+    """
+
+    def __init__(self, every: int, handle) -> None:
+        self.every, self.handle, self.items = max(1, int(every)), handle, []
+
+    def add(self, *item) -> None:
+        self.items.append(item)
+        if len(self.items) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.items:
+            return
+        values = [tuple(x if isinstance(x, int) else float(x) for x in item) for item in self.items]
+        self.items = []
+        self.handle(values)
+
+
 def prefetch(items: Iterable[T], depth: int = 2) -> Iterator[T]:
     """Yield `items` in order while a background thread produces up to `depth` of them ahead.
 

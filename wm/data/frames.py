@@ -12,12 +12,14 @@ TensorFlow is imported inside the functions (this module sits under `wm/data`, n
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from wm.data.episodes import EpisodeError, read_episode
+from wm.errors import WMError
 
 
 def split_episodes(paths: Sequence[Path], val_fraction: float, seed: int) -> tuple[list[Path], list[Path]]:
@@ -53,6 +55,17 @@ def load_obs(path: str | bytes, frame_shape=(64, 64, 3), failures: dict[str, str
     if failures is not None:
         failures[path] = reason
     return np.zeros((0, *frame_shape), np.uint8)
+
+
+def decode_files(setting: int) -> int:
+    """Episode files decoded in parallel (`vae.parallel_files`): the setting, or 0 = one per core (at most 16).
+
+    It is also the interleave width, so it orders the frames: a mid-epoch resume reuses the width its epoch began with.
+    """
+    n = int(setting)
+    if n < 0:
+        raise WMError(f"vae.parallel_files must be ≥ 0 (0 = one per core), got {n}")
+    return n if n > 0 else max(1, min(os.cpu_count() or 1, 16))
 
 
 def batches_per_epoch(frames: int, batch_size: int) -> int:

@@ -124,10 +124,24 @@ def sample_eps(seed: int, step, z_dim: int, batch) -> tf.Tensor:
     return tf.random.stateless_normal((batch, z_dim), seed=s)
 
 
+def use_xla(setting, strategy=None) -> bool:
+    """Whether V's steps compile with XLA (`vae.jit_compile`: true | false | auto = when a GPU is visible).
+
+    Never under several replicas (XLA would have to wrap the strategy's cross-device reduction).
+    """
+    if str(setting).lower() not in ("true", "false", "auto"):
+        raise WMError(f"vae.jit_compile must be true, false or auto, got {setting!r}")
+    if (strategy or tf.distribute.get_strategy()).num_replicas_in_sync > 1:
+        return False
+    if str(setting).lower() == "auto":
+        return bool(tf.config.get_visible_devices("GPU"))
+    return str(setting).lower() == "true"
+
+
 def make_train_step(
-    model: ConvVAE, optimizer, kl_tolerance: float, seed: int, strategy=None
+    model: ConvVAE, optimizer, kl_tolerance: float, seed: int, strategy=None, jit_compile: bool = False
 ) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
-    """A compiled `train_step(x_uint8, step) -> (loss, recon, kl)` (graph mode, no XLA: XLA is slower on CPU).
+    """A compiled `train_step(x_uint8, step) -> (loss, recon, kl)`: a graph, under XLA with `jit_compile` (see `use_xla`).
 
     Under a MirroredStrategy each replica takes its slice of the batch; the loss is divided by the replica count
     because Keras sums the replicas' gradients, so the update equals the single-device one.
@@ -136,8 +150,7 @@ def make_train_step(
     replicas = strategy.num_replicas_in_sync
     variables = model.trainable_variables
 
-    def replica_step(x, step):
-        eps = sample_eps(seed, step, model.z_dim, tf.shape(x)[0])
+    def update(x, eps):
         with tf.GradientTape() as tape:
             loss, recon, kl = model.loss_terms(x, eps, kl_tolerance)
             scaled = optimizer.scale_loss(loss / replicas)
@@ -145,21 +158,33 @@ def make_train_step(
         optimizer.apply(grads, variables)
         return loss, recon, kl
 
+    # The noise is drawn outside the XLA cluster: stateless ops with a runtime seed give other numbers under XLA,
+    # and a run's noise must not depend on `vae.jit_compile` (or change when it resumes on another machine).
+    core = tf.function(update, jit_compile=True) if jit_compile else update
+
+    def replica_step(x, step):
+        return core(x, sample_eps(seed, step, model.z_dim, tf.shape(x)[0]))
+
     @tf.function
     def train_step(x, step):
+        if replicas == 1:
+            return replica_step(x, step)
         out = strategy.run(replica_step, args=(x, step))
         return tuple(strategy.reduce("MEAN", v, axis=None) for v in out)
 
     return train_step
 
 
-def make_eval_step(model: ConvVAE, kl_tolerance: float, seed: int) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
+def make_eval_step(
+    model: ConvVAE, kl_tolerance: float, seed: int, jit_compile: bool = False
+) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
     """A compiled `eval_step(x_uint8, i) -> (loss, recon, kl)` with fixed noise per batch index (comparable per epoch)."""
+    terms = tf.function(lambda x, eps: model.loss_terms(x, eps, kl_tolerance), jit_compile=True) if jit_compile else None
 
     @tf.function
     def eval_step(x, i):
-        eps = sample_eps(seed + 1, i, model.z_dim, tf.shape(x)[0])
-        return model.loss_terms(x, eps, kl_tolerance)
+        eps = sample_eps(seed + 1, i, model.z_dim, tf.shape(x)[0])  # outside XLA, as in the train step
+        return terms(x, eps) if terms is not None else model.loss_terms(x, eps, kl_tolerance)
 
     return eval_step
 

@@ -39,7 +39,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
     from wm.envs import action_dim
     from wm.models.mdnrnn import MDNRNN, config_path, lr_value, make_optimizer, make_train_step, save_config
-    from wm.training import Checkpoint, Rate, check_finite, prefetch, save_weights
+    from wm.training import Checkpoint, Deferred, Rate, check_finite, prefetch, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
@@ -77,15 +77,10 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         state["lr_schedule"] = schedule
         train_step = make_train_step(model, opt, m_cfg.done_weight)
         rate = Rate()
-        pending: list = []  # (step, epoch, nll, done_loss) of steps whose losses are not read back yet
         last = [float("nan"), float("nan")]
 
-        def flush() -> None:
-            """Read the pending losses back (one sync for READ_EVERY steps), check them, write their records."""
-            if not pending:
-                return
-            values = [(s, e, float(n), float(d)) for s, e, n, d in pending]
-            pending.clear()
+        def handle(values) -> None:
+            """Check the read-back losses (one sync for READ_EVERY steps) and write their records."""
             rate.add(len(values))
             sps = rate.read()
             for s, e, nll, done_loss in values:
@@ -95,12 +90,13 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 log.scalars(s, rec, console=10.0)
                 last[:] = nll, done_loss
 
+        pending = Deferred(READ_EVERY, handle)  # (step, epoch, nll, done_loss) of steps not read back yet
+        flush = pending.flush
+
         def one(batch, carry):
             nll, done_loss, final = train_step(batch, carry)
             state["step"] += 1
-            pending.append((state["step"], state["epoch"], nll, done_loss))
-            if len(pending) >= READ_EVERY:
-                flush()
+            pending.add(state["step"], state["epoch"], nll, done_loss)
             return final
 
         def save(carry=None) -> None:

@@ -5,6 +5,11 @@ Adam + state, every `vae.checkpoint_every` steps and every epoch), `recon_epoch_
 (originals over reconstructions), `DONE` last. A rerun after a kill resumes mid-epoch from the checkpoint: the
 stream is a function of (seed, epoch) and the consumed batches are skipped, and the sampling noise is a function
 of the step, so the result equals an uninterrupted run.
+
+Speed (GPU issue): the losses stay on the device and are read back every `SYNC_EVERY` steps and before every save
+(`wm.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU) compiles the steps with XLA (the
+noise is drawn outside it, so it does not change the numbers); `vae.parallel_files` 0 decodes one episode file per
+core; one GPU unless `vae.multi_gpu` (then scale `vae.batch_size`).
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ import numpy as np
 
 from wm.config import Config
 from wm.data.episodes import Checked, EpisodeError, check_folder, episode_spec, read_episode
-from wm.data.frames import batches_per_epoch, frame_dataset, split_episodes, val_subset
+from wm.data.frames import batches_per_epoch, decode_files, frame_dataset, split_episodes, val_subset
 from wm.errors import WMError
 from wm.metrics import Logger, make_logger
 from wm.rundir import RunDir
 
 CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
+SYNC_EVERY = 20  # losses are read back (a device sync), checked and summed every this many steps and at every save
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
@@ -76,8 +82,8 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     """
     from wm import tf_setup
     from wm.media import image_grid, save_png
-    from wm.models.vae import ConvVAE, make_eval_step, make_optimizer, make_train_step
-    from wm.training import Checkpoint, EarlyStopping, Rate, check_finite, save_weights
+    from wm.models.vae import ConvVAE, make_eval_step, make_optimizer, make_train_step, use_xla
+    from wm.training import Checkpoint, Deferred, EarlyStopping, Rate, check_finite, save_weights
 
     v = cfg.vae
     out = run.stage_dir("train-vae")
@@ -96,7 +102,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     data_id = hashlib.sha256("\n".join(p.name for p in train_paths).encode()).hexdigest()[:12]
 
     tf = tf_setup.setup(mixed_precision=v.mixed_precision)
-    strategy = tf_setup.strategy()
+    strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
     import keras
 
     keras.utils.set_random_seed(int(cfg.run.seed))  # the initial weights depend on the run seed only
@@ -138,10 +144,48 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     log.scalars(state["step"], {"vae/bad_files": len(checked.bad)}, console=False)
 
     seed = int(cfg.run.seed)
-    train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy)
-    eval_step = make_eval_step(model, v.kl_tolerance, seed)
+    jit = use_xla(v.jit_compile, strategy)
+    train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy, jit_compile=jit)
+    eval_step = make_eval_step(model, v.kl_tolerance, seed, jit_compile=jit)
+    # the interleave width orders the frames: a run resumed mid-epoch keeps the width its epoch started with
+    cycle = int(state["cycle"]) if state["batch"] and state.get("cycle") else decode_files(v.parallel_files)
+    state["cycle"] = cycle
+    log.info(
+        "step: %s, %d replica(s); %d episode files decoded in parallel",
+        "XLA" if jit else "graph",
+        strategy.num_replicas_in_sync,
+        cycle,
+    )
     preview = _preview_frames(val_paths or train_paths)
     distribute = strategy.num_replicas_in_sync > 1
+    rate, window, last_log = Rate(), [], [time.time()]
+
+    def handle(values) -> None:
+        """The read-back losses of the last steps (one sync for SYNC_EVERY steps): check, sum, log."""
+        for step, _, loss, recon, kl in values:
+            check_finite(loss, step, ckpt)  # before any save: the last good checkpoint stays
+            sums = state["sums"]
+            state["sums"] = [sums[0] + loss, sums[1] + recon, sums[2] + kl, sums[3] + 1]
+            window.append((loss, recon, kl))
+        rate.add(v.batch_size * len(values))
+        step, batch = values[-1][:2]
+        if time.time() - last_log[0] >= LOG_EVERY_S or batch == steps_per_epoch:
+            m = np.mean(window, axis=0)
+            log.scalars(
+                step,
+                {
+                    "vae/loss": m[0],
+                    "vae/recon": m[1],
+                    "vae/kl": m[2],
+                    "vae/frames_per_s": rate.read(),
+                    "vae/epoch_progress": state["epoch"] + batch / steps_per_epoch,
+                },
+                console=15.0,
+            )
+            window.clear()
+            last_log[0] = time.time()
+
+    pending = Deferred(SYNC_EVERY, handle)  # (step, batch, loss, recon, kl) of steps not read back yet
 
     while state["epoch"] < v.epochs and not state.get("stopped"):
         epoch = state["epoch"]
@@ -152,39 +196,21 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             epoch=epoch,
             shuffle_buffer=v.shuffle_buffer,
             skip_batches=state["batch"],
-            cycle=v.parallel_files,
+            cycle=cycle,
             failures=late,
         )
         if distribute:
             ds = strategy.experimental_distribute_dataset(ds)
-        rate, window, last_log = Rate(), [], time.time()
         for x in ds:
             step = state["step"] + 1
             if stop_at_step is not None and step >= stop_at_step:
                 raise KeyboardInterrupt(f"stopped before step {step}")
-            loss, recon, kl = (float(t) for t in train_step(x, tf.constant(step, tf.int64)))
-            check_finite(loss, step, ckpt)
             state["step"], state["batch"] = step, state["batch"] + 1
-            sums = state["sums"]
-            state["sums"] = [sums[0] + loss, sums[1] + recon, sums[2] + kl, sums[3] + 1]
-            rate.add(v.batch_size)
-            window.append((loss, recon, kl))
-            if time.time() - last_log >= LOG_EVERY_S or state["batch"] == steps_per_epoch:
-                m = np.mean(window, axis=0)
-                log.scalars(
-                    step,
-                    {
-                        "vae/loss": m[0],
-                        "vae/recon": m[1],
-                        "vae/kl": m[2],
-                        "vae/frames_per_s": rate.read(),
-                        "vae/epoch_progress": epoch + state["batch"] / steps_per_epoch,
-                    },
-                    console=15.0,
-                )
-                window, last_log = [], time.time()
+            pending.add(step, state["batch"], *train_step(x, tf.constant(step, tf.int64)))
             if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < steps_per_epoch:
+                pending.flush()
                 ckpt.save(state)
+        pending.flush()
 
         # End of epoch: validation, preview, keep-best, checkpoint (in that order: a kill redoes the end only).
         sums = state["sums"]
