@@ -29,8 +29,8 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
-def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int, p: int, k: int) -> dict:
-    """One variant, in this (fresh) process: generations/s of the small Doom dream."""
+def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int, p: int, k: int, hidden: int = 256) -> dict:
+    """One variant, in this (fresh) process: generations/s of the Doom dream (LSTM `hidden`: 256 small, 512 paper)."""
     from wm import tf_setup
 
     tf = tf_setup.setup(threads=threads, gpu=gpu)
@@ -39,7 +39,7 @@ def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int
     from bench.dream import random_world
     from wm.dream import DreamEvaluator
 
-    m, c, mu0, lv0, params, rng = random_world(256, p)
+    m, c, mu0, lv0, params, rng = random_world(hidden, p)
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, cap)
     if xla:  # measurement only: under XLA the compacted loop miscounts episode lengths (README)
         ev._run = tf.function(ev._graph, reduce_retracing=True, jit_compile=True)  # noqa: SLF001

@@ -38,7 +38,7 @@ def batch(size: dict, seed: int = 0) -> dict[str, np.ndarray]:
     restart = (rng.random((B, L)) < RESTART_RATE).astype(np.float32)
     return {
         "z": rng.standard_normal((B, L + 1, Z)).astype(np.float32),
-        "action": rng.uniform(-1, 1, (B, L, 1)).astype(np.float32),
+        "action": rng.uniform(-1, 1, (B, L, size.get("action", 1))).astype(np.float32),
         "restart": restart,
         "z_mask": np.ones((B, L), np.float32),
         "done_target": np.roll(restart, -1, axis=1),
