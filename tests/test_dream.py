@@ -60,6 +60,38 @@ def test_evaluator_matches_dream_env_on_the_same_seed(world):
             assert total == returns[p, k], (p, k)
 
 
+def test_dropout_masks_are_drawn_per_episode_and_kept_to_its_end(world):
+    """M's dropout in the dream (DDL): each episode's masks come from its seed only (the same in any batch, the same
+    for DreamEnv, which draws them once at reset), differ across episodes, and change the dream."""
+    m, c, mu0, lv0 = world
+    d = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True, dropout=0.3)
+    d.set_weights(m.get_weights())
+    ev = DreamEvaluator(d, c, mu0, lv0, 1.25, CAP, compact_every=3)
+    seeds = np.arange(12, dtype=np.int64).reshape(3, 4) * 7919 + 11
+    mz, mh = (x.numpy() for x in ev.core.masks(tf.constant(seeds.ravel())))
+    assert mz.shape == (12, 6) and mh.shape == (12, 12)
+    assert len({row.tobytes() for row in mh}) == 12  # every episode its own mask
+    assert abs((np.concatenate([mz, mh], 1) == 0).mean() - 0.3) < 0.1
+    np.testing.assert_array_equal(ev.core.masks(tf.constant(seeds.ravel()[::-1].copy()))[1].numpy(), mh[::-1])
+    assert ev.core.masks(tf.constant(seeds.ravel()))[0].shape == (12, 6)
+    assert DreamEvaluator(m, c, mu0, lv0, 1.25, CAP).core.masks(tf.constant(seeds.ravel()))[1].shape == (12, 0)
+
+    params = _params(c, 3)
+    _, lengths = ev.evaluate(params, seeds)
+    _, plain = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=3).evaluate(params, seeds)
+    assert (lengths != plain).any()  # the masks change the dream
+    _, one = ev.evaluate(params[2:3], seeds[2:3, 1:2])
+    assert one[0, 0] == lengths[2, 1]  # a function of the episode's seed, whatever its batch
+    env = DreamEnv(d, c, mu0, lv0, 1.25, CAP)
+    for p, k in [(0, 0), (1, 3), (2, 1)]:
+        env.reset(seed=int(seeds[p, k]), params=params[p])
+        n, done = 0, False
+        while not done:
+            _, _, term, trunc, _ = env.step()
+            n, done = n + 1, term or trunc
+        assert n == lengths[p, k], (p, k)
+
+
 def test_deterministic_and_independent_of_the_batch(world):
     m, c, mu0, lv0 = world
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=1)

@@ -268,6 +268,57 @@ def test_done_head_learns_episode_ends():
     assert ((out.done_logit.numpy() > 0) == (done > 0)).all()
 
 
+def test_dropout_masks_in_sequences_steps_and_training():
+    """M's dropout (Dropout's Dream Land): fixed masks per row give the same outputs stepping or as a sequence,
+    change the outputs, keep 1 − p of the units scaled by 1/(1 − p); training draws them from (seed, step)."""
+    import keras
+
+    rng = np.random.default_rng(3)
+    b, t, zd, H, p = 4, 6, 5, 16, 0.25
+    keras.utils.set_random_seed(0)
+    m = MDNRNN(zd, 1, H, num_mixtures=2, predict_done=True, dropout=p)
+    mz, mh = m.dropout_masks(tf.constant(rng.random((b, zd)), tf.float32), tf.constant(rng.random((b, H)), tf.float32))
+    big = m.dropout_masks(tf.constant(rng.random((200, 400)), tf.float32), tf.zeros((1, 1)))[0].numpy()
+    assert set(np.unique(big)) == {0.0, np.float32(1 / (1 - p))} and abs((big == 0).mean() - p) < 0.01
+    z = tf.constant(rng.normal(size=(b, t, zd)), tf.float32)
+    a = tf.constant(rng.uniform(-1, 1, (b, t, 1)), tf.float32)
+    restart = tf.constant((rng.random((b, t)) < 0.2).astype(np.float32))
+    seq, final = m(z, a, restart, masks=(mz, mh))
+    state = m.initial_state(b)
+    for s in range(t):
+        out, state = m.step(z[:, s], a[:, s], state, restart[:, s], masks=(mz, mh))
+        np.testing.assert_allclose(out.mu.numpy(), seq.mu.numpy()[:, s], atol=1e-5)
+    np.testing.assert_allclose(state[1].numpy(), final[1].numpy(), atol=1e-5)
+    plain, _ = m(z, a, restart)
+    assert np.abs(plain.mu.numpy() - seq.mu.numpy()).max() > 1e-3  # the masks matter
+    ones = tf.ones((b, zd)), tf.ones((b, H))
+    np.testing.assert_allclose(m(z, a, restart, masks=ones)[0].mu.numpy(), plain.mu.numpy(), atol=1e-6)
+
+    batch = {
+        "z": tf.constant(rng.normal(size=(b, t + 1, zd)), tf.float32),
+        "action": a,
+        "z_mask": tf.ones((b, t)),
+        "restart": restart,
+        "done_target": tf.zeros((b, t)),
+        "done_mask": tf.ones((b, t)),
+    }
+
+    def first_loss(dropout, seed):
+        keras.utils.set_random_seed(0)
+        mm = MDNRNN(zd, 1, H, num_mixtures=2, predict_done=True, dropout=dropout)
+        step = make_train_step(mm, make_optimizer(1e-3, 1e-5, 1.0), seed=seed)
+        return [float(step(batch, mm.initial_state(b))[0]) for _ in range(2)]
+
+    assert first_loss(p, 3) == first_loss(p, 3)  # drawn from (seed, step): a resume redraws the same masks
+    assert first_loss(p, 3) != first_loss(p, 4)
+    assert first_loss(0.0, 3) == first_loss(0.0, 4)  # no dropout: the seed plays no part
+    with pytest.raises(WMError, match=r"mdnrnn.dropout must be in \[0, 1\)"):
+        MDNRNN(zd, 1, H, dropout=1.0)
+    with pytest.raises(WMError, match="keras cannot apply mdnrnn.dropout"):
+        MDNRNN(zd, 1, H, lstm="keras", dropout=0.1)
+    assert MDNRNN(zd, 1, H, lstm="auto", dropout=0.1).lstm_impl == "custom"
+
+
 def _stage_run(tmp_path, batching, **over):
     cfg = update(
         defaults(),
@@ -303,20 +354,21 @@ def test_stage_refuses_without_series(tmp_path):
         train_mdnrnn.run(cfg, run, argparse.Namespace())
 
 
-@pytest.mark.parametrize("batching", ["streams", "episodes"])
-def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching):
+@pytest.mark.parametrize("batching, dropout", [("streams", 0.0), ("episodes", 0.0), ("streams", 0.2)])
+def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, dropout):
+    """…with M's dropout too: its masks follow the restored step counter, so the resumed run is the same."""
     import wm.training
     from wm.rundir import read_jsonl
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path / "a", batching)
+    cfg, run = _stage_run(tmp_path / "a", batching, dropout=dropout)
     run.mark_done("encode", {})
     train_mdnrnn.run(cfg, run, argparse.Namespace())
     full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     assert run.is_done("train-mdnrnn") and (run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").exists()
     assert len(full) == (4 if batching == "episodes" else 2 * 4)  # streams: (50 − 1) // (2·6) = 4 chunks per epoch
     # a run that dies at step 3 (mid-epoch, after the step-2 checkpoint with its carried state), then reruns
-    cfg2, run2 = _stage_run(tmp_path / "b", batching)
+    cfg2, run2 = _stage_run(tmp_path / "b", batching, dropout=dropout)
     run2.mark_done("encode", {})
     real = wm.training.check_finite
 
@@ -335,6 +387,12 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching):
     m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     m2 = load_mdnrnn(run2.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     np.testing.assert_allclose(m1.lstm_kernel_h.numpy(), m2.lstm_kernel_h.numpy(), atol=1e-6)
+    if dropout:  # and the masks were applied: the same run without dropout learns other weights
+        cfg3, run3 = _stage_run(tmp_path / "c", batching)
+        run3.mark_done("encode", {})
+        train_mdnrnn.run(cfg3, run3, argparse.Namespace())
+        plain = [r["mdnrnn/nll"] for r in read_jsonl(run3.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
+        assert not np.allclose(plain, full, rtol=1e-4)
 
 
 def test_stage_writes_dream_preview_gif(tmp_path):

@@ -10,6 +10,8 @@ Randomness is keyed by (episode seed, step) through a counter-based hash (below)
 an episode's result depends only on its seed and its parameters, not on which batch it runs in, and the same
 seed gives the same episode (up to float round-off of matmuls of different batch sizes). The start z is
 μ + σ·ε for the `initial_z` entry the seed picks (§5). `DreamEnv` steps one episode with the same step function.
+With M's dropout (`mdnrnn.dropout`), each episode draws its masks once from its seed (`_Core.masks`) and keeps them
+to its end: every dream is a slightly different simulator (Dropout's Dream Land).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if TYPE_CHECKING:  # annotations only
 
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
-_S_PICK, _S_INIT, _S_COMP, _S_EPS, _S_DONE = 1, 2, 3, 4, 5
+_S_PICK, _S_INIT, _S_COMP, _S_EPS, _S_DONE, _S_DROP_Z, _S_DROP_H = 1, 2, 3, 4, 5, 6, 7
 
 
 def _mix(x: tf.Tensor) -> tf.Tensor:
@@ -135,13 +137,23 @@ class _Core:
         c, h = self.m.initial_state(tf.shape(seeds)[0])
         return z, c, h
 
-    def step(self, params, seeds, t, z, c, h, action=None):
-        """One dream step for a batch: returns (z', c', h', done, action). `action` overrides C when given."""
+    def masks(self, seeds: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """M's dropout masks of each episode, a function of its seed only: (N, z) and (N, H); (N, 0) twice without
+        dropout (carried through the loop at no cost)."""
+        if self.m.dropout <= 0:
+            empty = tf.zeros([tf.shape(seeds)[0], 0], tf.float32)
+            return empty, empty
+        return self.m.dropout_masks(uniform(seeds, 0, _S_DROP_Z, self.m.z_dim), uniform(seeds, 0, _S_DROP_H, self.m.hidden))
+
+    def step(self, params, seeds, t, z, c, h, action=None, masks=None):
+        """One dream step for a batch: returns (z', c', h', done, action). `action` overrides C when given; `masks`
+        are the episodes' dropout masks (`masks`; ignored without dropout)."""
         if action is None:
             action = self.c.act_tf(params, z, c, h)
         n = tf.shape(z)[0]
         restart = tf.fill([n], tf.cast(tf.equal(t, 0), tf.float32))  # restart = 1 on the first step (§5)
-        out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None)
+        masks = masks if self.m.dropout > 0 else None
+        out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None, masks)
         zd = self.m.z_dim
         z = mixture.sample_mixture(
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
@@ -177,17 +189,18 @@ class DreamEvaluator:
     def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         core, n = self.core, tf.shape(seeds)[0]
         z, c, h = core.reset(seeds)
+        mz, mh = core.masks(seeds)
         prow = tf.gather(params, pidx)
         ids = tf.range(n)
         alive = tf.ones([n], tf.bool)
         lengths = tf.zeros([n], tf.int64)
         bad = tf.zeros([n, 2], tf.int64)  # per episode: `nonfinite_flags` bits, the step they appeared at
 
-        def cond(t, ids, seeds, prow, z, c, h, alive, lengths, bad):
+        def cond(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad):
             return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
 
-        def body(t, ids, seeds, prow, z, c, h, alive, lengths, bad):
-            z, c, h, done, a = core.step(prow, seeds, t, z, c, h)
+        def body(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad):
+            z, c, h, done, a = core.step(prow, seeds, t, z, c, h, masks=(mz, mh))
             lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
             # a live episode whose action, z' or h' went NaN/inf is recorded and ended (evaluate raises), so it
             # cannot run on to the cap (a NaN done logit is never > 0)
@@ -198,15 +211,16 @@ class DreamEvaluator:
 
             def compact():
                 keep = tf.where(alive)[:, 0]
-                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, alive)]
+                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, mz, mh, alive)]
 
             do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
-            ids, seeds, prow, z, c, h, alive = tf.cond(do, compact, lambda: [ids, seeds, prow, z, c, h, alive])
-            return t, ids, seeds, prow, z, c, h, alive, lengths, bad
+            live = [ids, seeds, prow, z, c, h, mz, mh, alive]
+            ids, seeds, prow, z, c, h, mz, mh, alive = tf.cond(do, compact, lambda: live)
+            return t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad
 
-        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, alive, lengths, bad)
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad)
         inv = tuple(
-            [tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:8]] + [lengths.shape, bad.shape]
+            [tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:10]] + [lengths.shape, bad.shape]
         )
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
         return out[-2], out[-1]
@@ -257,10 +271,10 @@ class DreamEnv:
     ):
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
-        self._reset = tf.function(self.core.reset)
-        self._step_c = tf.function(lambda p, s, t, z, c, h: self.core.step(p[None], s, t, z, c, h))
-        self._step_a = tf.function(lambda s, t, z, c, h, a: self.core.step(None, s, t, z, c, h, action=a))
-        self.t, self.seed, self.state = 0, 0, None
+        self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
+        self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m))
+        self._step_a = tf.function(lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m))
+        self.t, self.seed, self.state, self.masks = 0, 0, None, None
 
     def _obs(self) -> np.ndarray:
         return np.concatenate([x.numpy()[0] for x in self.state])
@@ -274,7 +288,7 @@ class DreamEnv:
             self.params = np.asarray(params, np.float32)
         self.seed = int(np.random.SeedSequence().entropy % 2**62) if seed is None else int(seed)
         self.t = 0
-        self.state = self._reset(tf.constant([self.seed], tf.int64))
+        self.state, self.masks = self._reset(tf.constant([self.seed], tf.int64))
         return self._obs(), {"t": 0}
 
     def step(self, action: np.ndarray | None = None):
@@ -284,10 +298,10 @@ class DreamEnv:
         if action is None:
             if self.params is None:
                 raise RuntimeError("DreamEnv.step(None) needs controller params (reset(params=...))")
-            z, c, h, done, a = self._step_c(tf.constant(self.params), seeds, t, *self.state)
+            z, c, h, done, a = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks)
         else:
             a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
-            z, c, h, done, a = self._step_a(seeds, t, *self.state, a)
+            z, c, h, done, a = self._step_a(seeds, t, *self.state, a, self.masks)
         sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
         if sick:
             raise WMError(

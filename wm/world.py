@@ -103,7 +103,13 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
         from wm.models.mdnrnn import load_mdnrnn
 
         world.mdnrnn = load_mdnrnn(
-            run.mdnrnn_weights, cfg.vae.z_dim, A, cfg.mdnrnn.hidden, cfg.mdnrnn.num_mixtures, cfg.mdnrnn.predict_done
+            run.mdnrnn_weights,
+            cfg.vae.z_dim,
+            A,
+            cfg.mdnrnn.hidden,
+            cfg.mdnrnn.num_mixtures,
+            cfg.mdnrnn.predict_done,
+            dropout=float(cfg.mdnrnn.dropout),
         )
     if "params" in need:
         world.params_path = params_path(run, params or str(cfg.evaluate.params))

@@ -14,6 +14,12 @@ Counts: Car (z 32, A 3, H 256) 422,368; Doom (z 64, A 1, H 512, done) 1,678,785 
 
 The head returns plain tensors (`MDNOutput`); the TFP mixtures are built only in `wm.models.mixture`.
 
+Dropout (`mdnrnn.dropout` p, off in the paper presets; Dropout's Dream Land, anchors_2026.md): the latent part of
+the input (not the action or restart flag) and the previous h entering the recurrent matmul are multiplied by
+fixed masks (keep with probability 1 − p, scaled by 1/(1 − p)): one mask per sequence row while training (drawn
+from the step counter, so a resume draws the same), one per dream episode in the dream (`wm.dream`), none in the
+real env. It needs the custom cell (`auto` picks it; cuDNN has no per-row recurrent mask).
+
 `lstm` picks how a teacher-forced sequence runs (`mdnrnn.lstm`; the one-step `step` of the dream and the agents is
 the cell either way): `custom` is the cell in a `tf.scan`; `keras` is `keras.layers.LSTM` with the defaults that keep
 it cuDNN-eligible on a GPU (tanh, sigmoid, no recurrent dropout, not unrolled, bias), run on a **view** of the same
@@ -171,9 +177,13 @@ class MDNRNN(keras.Model):
         num_mixtures: int = 5,
         predict_done: bool = False,
         lstm: str = "custom",
+        dropout: float = 0.0,
         **kw,
     ):
         super().__init__(**kw)
+        self.dropout = float(dropout)
+        if not 0.0 <= self.dropout < 1.0:
+            raise WMError(f"mdnrnn.dropout must be in [0, 1), got {dropout}")
         self.z_dim, self.action_dim, self.hidden = int(z_dim), int(action_dim), int(hidden)
         self.num_mixtures, self.predict_done = int(num_mixtures), bool(predict_done)
         self.input_dim = self.z_dim + self.action_dim + (1 if self.predict_done else 0)
@@ -192,7 +202,9 @@ class MDNRNN(keras.Model):
 
     def set_lstm(self, name: str) -> None:
         """Run sequences with `name` (`custom | keras | auto`, see the module docstring); the weights stay the same."""
-        self.lstm_impl = resolve_lstm(name)
+        if self.dropout > 0 and name == "keras":
+            raise WMError("mdnrnn.lstm keras cannot apply mdnrnn.dropout (per-row recurrent masks): use custom or auto")
+        self.lstm_impl = "custom" if self.dropout > 0 else resolve_lstm(name)
         # out of Keras' sight (neither tracked nor walked when saving): the layer holds no weights, and the files
         # written stay exactly the custom ones
         object.__setattr__(self, "_keras_lstm", _Hidden(_KerasLSTM(self.hidden) if self.lstm_impl == "keras" else None))
@@ -220,9 +232,15 @@ class MDNRNN(keras.Model):
             parts.append(tf.cast(restart, tf.float32)[..., None])
         return tf.concat(parts, axis=-1)
 
-    def _cell(self, xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        """One LSTM step given the input projection xw = x·W_x + b (TF1 gate order i, j, f, o; f gets +1)."""
-        gates = xw + tf.matmul(h, self.lstm_kernel_h)
+    def dropout_masks(self, u_z: tf.Tensor, u_h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Inverted-dropout masks from uniforms (B, z) and (B, H): 1/(1 − p) where u ≥ p, else 0."""
+        keep = 1.0 / (1.0 - self.dropout)
+        return (tf.cast(u_z >= self.dropout, tf.float32) * keep, tf.cast(u_h >= self.dropout, tf.float32) * keep)
+
+    def _cell(self, xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, mask_h: tf.Tensor | None = None):
+        """One LSTM step given the input projection xw = x·W_x + b (TF1 gate order i, j, f, o; f gets +1); `mask_h`
+        (dropout) multiplies the h entering the recurrent matmul only."""
+        gates = xw + tf.matmul(h if mask_h is None else h * mask_h, self.lstm_kernel_h)
         i, j, f, o = tf.split(gates, 4, axis=-1)
         c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
         h = tf.tanh(c) * tf.sigmoid(o)
@@ -244,23 +262,39 @@ class MDNRNN(keras.Model):
         logits, mu, logstd = rows[..., :k], rows[..., k : 2 * k], rows[..., 2 * k :]
         return MDNOutput(_log_softmax_small(logits), mu, logstd, done)
 
-    def step(self, z: tf.Tensor, a: tf.Tensor, state: tuple[tf.Tensor, tf.Tensor], restart: tf.Tensor | None = None):
-        """One step for a batch: (z (B, z), a (B, A), (c, h), restart (B,)) → (MDNOutput, (c, h))."""
+    def step(
+        self,
+        z: tf.Tensor,
+        a: tf.Tensor,
+        state: tuple[tf.Tensor, tf.Tensor],
+        restart: tf.Tensor | None = None,
+        masks: tuple[tf.Tensor, tf.Tensor] | None = None,
+    ):
+        """One step for a batch: (z (B, z), a (B, A), (c, h), restart (B,)) → (MDNOutput, (c, h)); `masks` (dropout,
+        `dropout_masks`) for z and the recurrent h."""
         c, h = state
         if self.predict_done:
             keep = 1.0 - tf.cast(tf.cast(restart, tf.float32) > 0.5, tf.float32)[:, None]
             c, h = c * keep, h * keep  # restart zeroes the state before the step (§4)
+        if masks is not None:
+            z = tf.cast(z, tf.float32) * masks[0]
         xw = tf.matmul(self._inputs(z, a, restart), self.lstm_kernel_x) + self.lstm_bias
-        c, h = self._cell(xw, c, h)
+        c, h = self._cell(xw, c, h, None if masks is None else masks[1])
         return self.head(h), (c, h)
 
-    def call(self, z, a, restart=None, state=None, training=False):
+    def call(self, z, a, restart=None, state=None, training=False, masks=None):
         """Teacher-forced sequence: z (B, T, z), a (B, T, A), restart (B, T) → (MDNOutput (B, T, ...), (c, h)).
 
-        The input projection of all T steps is one matmul; only h·W_h runs in the loop (tf.scan).
+        The input projection of all T steps is one matmul; only h·W_h runs in the loop (tf.scan). `masks`: dropout
+        masks (B, z), (B, H) fixed over the sequence (custom cell only).
         """
         b = tf.shape(z)[0]
         c0, h0 = self.initial_state(b) if state is None else state
+        if masks is not None:
+            if self._keras_lstm.layer is not None:
+                raise WMError("dropout masks need the custom cell (mdnrnn.lstm custom or auto)")
+            z = tf.cast(z, tf.float32) * masks[0][:, None, :]
+        mask_h = None if masks is None else masks[1]
         x = self._inputs(z, a, restart)
         if self._keras_lstm.layer is not None:
             return self._call_keras(x, c0, h0, restart)
@@ -274,7 +308,7 @@ class MDNRNN(keras.Model):
         def body(carry, inp):
             c, h = carry[0], carry[1]
             xw_s, keep = inp
-            c, h = self._cell(xw_s, c * keep, h * keep)
+            c, h = self._cell(xw_s, c * keep, h * keep, mask_h)
             return tf.stack([c, h])
 
         states = tf.scan(body, (xw_t, keep_t), initializer=tf.stack([c0, h0]))  # (T, 2, B, H)
@@ -344,18 +378,29 @@ def make_optimizer(
     return keras.optimizers.Adam(learning_rate=DecayingLR(lr, lr_min, decay), epsilon=adam_eps, clipvalue=clip)
 
 
-def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_weight: float = 10.0):
+def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_weight: float = 10.0, seed: int = 0):
     """A compiled training step: batch dict + carried state → (nll, done_loss, final (c, h)).
 
     Batch keys: z (B, L+1, z) frames, action (B, L, A), restart (B, L), z_mask (B, L), done_target (B, L),
     done_mask (B, L). Inputs are frames [:, :L], targets frames [:, 1:] (teacher forcing, shift 1, §4).
+    With `model.dropout`, each row gets masks drawn from (seed, the optimizer's step): a resume redraws them.
     """
+
+    def masks(b):
+        if model.dropout <= 0:
+            return None
+        s = tf.stack([tf.cast(seed, tf.int64), tf.cast(optimizer.iterations, tf.int64)])
+        u_z = tf.random.stateless_uniform((b, model.z_dim), seed=s)
+        u_h = tf.random.stateless_uniform((b, model.hidden), seed=s + tf.constant([0, 1 << 40], tf.int64))
+        return model.dropout_masks(u_z, u_h)
 
     @tf.function(reduce_retracing=True)
     def train_step(batch, state):
         z = batch["z"]
         with tf.GradientTape() as tape:
-            out, final = model(z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True)
+            out, final = model(
+                z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks(tf.shape(z)[0])
+            )
             total, nll, done_loss = model.loss_terms(
                 out, z[:, 1:], batch["z_mask"], batch.get("done_target"), batch.get("done_mask"), done_weight
             )
@@ -384,8 +429,10 @@ def load_mdnrnn(
     hidden: int | None = None,
     num_mixtures: int | None = None,
     predict_done: bool | None = None,
+    dropout: float = 0.0,
 ) -> MDNRNN:
-    """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it.
+    """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it. `dropout` is the
+    rate the dream applies (`mdnrnn.dropout`), not part of the weights.
 
     Raises WMError if the file is missing or its shapes do not fit the requested sizes.
     """
@@ -406,7 +453,7 @@ def load_mdnrnn(
             if k not in meta:
                 raise WMError(f"load_mdnrnn: {k} not given and no {meta_path}")
             dims[k] = meta[k]
-    model = MDNRNN(**dims)
+    model = MDNRNN(**dims, dropout=dropout)
     try:
         model.load_weights(str(path))
     except (ValueError, KeyError, OSError) as e:

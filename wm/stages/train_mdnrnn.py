@@ -52,8 +52,10 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         import keras
 
         keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
-        model = MDNRNN(cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done, lstm=m_cfg.lstm)
-        log.info("LSTM: %s (mdnrnn.lstm: %s)", model.lstm_impl, m_cfg.lstm)
+        model = MDNRNN(
+            cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done, lstm=m_cfg.lstm, dropout=m_cfg.dropout
+        )
+        log.info("LSTM: %s (mdnrnn.lstm: %s), dropout %g", model.lstm_impl, m_cfg.lstm, model.dropout)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
         if getattr(args, "force", False):  # --force redoes the training, it does not continue it
@@ -75,7 +77,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 state["step"],
             )
         state["lr_schedule"] = schedule
-        train_step = make_train_step(model, opt, m_cfg.done_weight)
+        train_step = make_train_step(model, opt, m_cfg.done_weight, seed=int(cfg.run.seed))
         rate = Rate()
         last = [float("nan"), float("nan")]
 
