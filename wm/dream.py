@@ -219,9 +219,8 @@ class DreamEvaluator:
             return t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad
 
         loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad)
-        inv = tuple(
-            [tf.TensorShape([])] + [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:10]] + [lengths.shape, bad.shape]
-        )
+        rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:10]]  # batch-sized: they shrink
+        inv = tuple([tf.TensorShape([]), *rows, lengths.shape, bad.shape])
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
         return out[-2], out[-1]
 
