@@ -67,7 +67,7 @@ def build(impl: str, size: dict, restarts: bool = True, xla: bool = False):
     def run(n: int) -> float:
         t0 = time.perf_counter()
         for _ in range(n):
-            nll, _, carry[0] = step(b, carry[0])
+            nll, _, _, carry[0] = step(b, carry[0])
         float(nll)
         return (time.perf_counter() - t0) / n
 
@@ -132,7 +132,7 @@ def loop(size: dict, steps: int, rounds: int) -> dict:
         t0 = time.perf_counter()
         with items as it:
             for b in islice(it, steps):
-                nll, _, carry = step(b, carry)
+                nll, _, _, carry = step(b, carry)
                 pending.append(nll)
                 if not fast or len(pending) >= READ_EVERY:
                     [float(x) for x in pending]

@@ -207,7 +207,7 @@ def m_mdnrnn(cfg, seconds: float) -> dict:
     i = [0]
 
     def one() -> int:
-        nll, _, carry[0] = step(b, carry[0])
+        nll, _, _, carry[0] = step(b, carry[0])
         i[0] += 1
         if i[0] % 10 == 0:  # the stage reads losses back every 10 steps
             float(nll)

@@ -92,6 +92,36 @@ def test_dropout_masks_are_drawn_per_episode_and_kept_to_its_end(world):
         assert n == lengths[p, k], (p, k)
 
 
+def test_dream_pays_the_reward_head(world):
+    """With a reward head (CarRacing in the dream) a dream episode returns the sum of M's predicted rewards: the
+    head's bias alone pays exactly bias × length, and any head pays what DreamEnv's steps report."""
+    m, c, mu0, lv0 = world
+    r = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True, predict_reward=True)
+    ws = m.get_weights()  # lstm x, lstm h, lstm bias, out kernel, out bias: the reward column goes after done's
+    kernel = np.insert(ws[3], 1, 0.0, axis=1)
+    bias = np.insert(ws[4], 1, 0.25, axis=0)
+    r.set_weights([*ws[:3], kernel, bias])
+    params, seeds = _params(c, 3), np.arange(12, dtype=np.int64).reshape(3, 4) * 31 + 5
+    plain_returns, plain = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
+    returns, lengths = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
+    np.testing.assert_array_equal(lengths, plain)  # the MDN and done columns are untouched
+    np.testing.assert_allclose(returns, 0.25 * lengths, rtol=1e-6)
+    assert (plain_returns == plain).all()  # without the head: +1 per step (§5)
+
+    kernel[:, 1] = np.random.default_rng(4).normal(0, 1.0, 12)
+    r.set_weights([*ws[:3], kernel, bias])
+    returns, lengths = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, compact_every=2).evaluate(params, seeds)
+    env = DreamEnv(r, c, mu0, lv0, 1.25, CAP)
+    for p, k in [(0, 1), (2, 3)]:
+        env.reset(seed=int(seeds[p, k]), params=params[p])
+        total, n, done = 0.0, 0, False
+        while not done:
+            _, rew, term, trunc, _ = env.step()
+            total, n, done = total + rew, n + 1, term or trunc
+        assert n == lengths[p, k] and total == pytest.approx(returns[p, k], rel=1e-4, abs=1e-4)
+        assert abs(total - n) > 1e-3  # not +1 per step
+
+
 def test_deterministic_and_independent_of_the_batch(world):
     m, c, mu0, lv0 = world
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=1)
@@ -220,3 +250,18 @@ def test_done_sampling_threshold_vs_bernoulli(world):
     assert 80 < weighted.evaluate(_params(c, 4), seeds)[1].mean() < 102  # geometric(1/91) over 400: 91 ± 4.5
     with pytest.raises(WMError, match="done_sampling"):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
+
+
+def test_carracing_dream_needs_the_reward_head(tmp_path):
+    """Without M's reward head a CarRacing dream would pay +1 per step (Doom's reward): refused, one line."""
+    from wm.config import load
+    from wm.rundir import RunDir
+    from wm.stages.train_controller import check_upstream
+
+    cfg = load(["carracing", "tiny"], ["es.fitness=dream"])
+    run = RunDir(tmp_path / "run")
+    run.bind_config(cfg)
+    run.stage_dir("train-mdnrnn").mkdir(parents=True)
+    run.mark_done("train-mdnrnn", {})
+    with pytest.raises(WMError, match=r"needs M's reward head \(mdnrnn.predict_reward: true"):
+        check_upstream(cfg, run)

@@ -179,7 +179,7 @@ def _write_series(folder, lengths, z_dim=4, a_dim=1, seed=0):
             mu=z.astype(np.float16),
             logvar=np.full((n, z_dim), -8, np.float16),
             action=a,
-            reward=np.ones(n, np.float32),
+            reward=2.0 * a[:, 0],  # a function of the step's action: a reward head can learn it
             done=done,
         )
     atomic_savez(folder / "initial_z.npz", mu=np.zeros((2, z_dim), np.float32), logvar=np.zeros((2, z_dim), np.float32))
@@ -240,7 +240,7 @@ def test_learning_sanity_nll_falls():
     }
     first = None
     for _ in range(300):
-        nll, _, _ = step(batch, m.initial_state(b))
+        nll, _, _, _ = step(batch, m.initial_state(b))
         first = float(nll) if first is None else first
     assert float(nll) < first - 1.5 and float(nll) < 0.0, (first, float(nll))
 
@@ -319,6 +319,47 @@ def test_dropout_masks_in_sequences_steps_and_training():
     assert MDNRNN(zd, 1, H, lstm="auto", dropout=0.1).lstm_impl == "custom"
 
 
+def test_reward_head_loss_batches_counts_and_learning(tmp_path):
+    """M's optional reward head: batches carry each input step's reward, its loss is the (asymmetric) squared
+    error of an independent formula, it adds H + 1 parameters, travels in model.json, and learns r = 2·a."""
+    from wm.data.sequences import EpisodeBatches, load_series
+    from wm.models.mdnrnn import config_path, save_config
+
+    rng = np.random.default_rng(0)
+    pred, target = rng.normal(size=(3, 7)).astype(np.float32), rng.normal(size=(3, 7)).astype(np.float32)
+    mask = (rng.random((3, 7)) < 0.7).astype(np.float32)
+    err = pred - target
+    want = (np.where(err > 0, 5.0, 1.0) * err**2 * mask).sum() / mask.sum()
+    got = float(mixture.reward_loss(tf.constant(pred), tf.constant(target), tf.constant(mask), 5.0))
+    assert got == pytest.approx(want, rel=1e-6)
+    assert float(mixture.reward_loss(tf.constant(pred), tf.constant(target))) == pytest.approx((err**2).mean(), rel=1e-6)
+
+    base = MDNRNN(4, 1, 8, 2, predict_done=True).count_params()
+    m = MDNRNN(4, 1, 8, 2, predict_done=True, predict_reward=True)
+    assert m.count_params() == base + 8 + 1
+    _write_series(tmp_path / "series", [30, 25, 40, 35])
+    series = load_series(tmp_path / "series", 4, 1, rewards=True)
+    np.testing.assert_allclose(series.reward, 2.0 * series.action[:, 0])
+    batches = EpisodeBatches(series, 4, 20, seed=0, predict_done=True)
+    b = batches.batch(0)
+    np.testing.assert_allclose(b["reward"], 2.0 * b["action"][..., 0] * b["done_mask"], atol=1e-6)
+    assert "reward" not in EpisodeBatches(load_series(tmp_path / "series", 4, 1), 4, 20, 0, True).batch(0)
+
+    step = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0), reward_over_weight=5.0)
+    losses = []
+    for k in range(200):
+        batch = {key: tf.constant(v) for key, v in batches.batch(k).items()}
+        losses.append(float(step(batch, m.initial_state(4))[2]))
+    assert losses[-1] < 0.05 * losses[0], (losses[0], losses[-1])  # r = 2·a (variance 4/3) learned
+
+    weights = tmp_path / "m" / "mdnrnn.weights.h5"
+    weights.parent.mkdir()
+    m.save_weights(str(weights))
+    save_config(m, config_path(weights))
+    back = load_mdnrnn(weights)
+    assert back.predict_reward and back.count_params() == m.count_params()
+
+
 def _stage_run(tmp_path, batching, **over):
     cfg = update(
         defaults(),
@@ -354,21 +395,26 @@ def test_stage_refuses_without_series(tmp_path):
         train_mdnrnn.run(cfg, run, argparse.Namespace())
 
 
-@pytest.mark.parametrize("batching, dropout", [("streams", 0.0), ("episodes", 0.0), ("streams", 0.2)])
-def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, dropout):
-    """…with M's dropout too: its masks follow the restored step counter, so the resumed run is the same."""
+@pytest.mark.parametrize(
+    "batching, over",
+    [("streams", {}), ("episodes", {}), ("streams", {"dropout": 0.2}), ("episodes", {"predict_reward": True, "steps": 8})],
+)
+def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, over):
+    """…with M's dropout too (its masks follow the restored step counter, so the resumed run is the same) and with
+    a reward head (its loss logged and falling)."""
     import wm.training
     from wm.rundir import read_jsonl
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path / "a", batching, dropout=dropout)
+    cfg, run = _stage_run(tmp_path / "a", batching, **over)
     run.mark_done("encode", {})
     train_mdnrnn.run(cfg, run, argparse.Namespace())
     full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     assert run.is_done("train-mdnrnn") and (run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").exists()
-    assert len(full) == (4 if batching == "episodes" else 2 * 4)  # streams: (50 − 1) // (2·6) = 4 chunks per epoch
+    # streams: (50 − 1) // (2·6) = 4 chunks per epoch
+    assert len(full) == (int(cfg.mdnrnn.steps) if batching == "episodes" else 2 * 4)
     # a run that dies at step 3 (mid-epoch, after the step-2 checkpoint with its carried state), then reruns
-    cfg2, run2 = _stage_run(tmp_path / "b", batching, dropout=dropout)
+    cfg2, run2 = _stage_run(tmp_path / "b", batching, **over)
     run2.mark_done("encode", {})
     real = wm.training.check_finite
 
@@ -387,7 +433,11 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, d
     m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     m2 = load_mdnrnn(run2.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     np.testing.assert_allclose(m1.lstm_kernel_h.numpy(), m2.lstm_kernel_h.numpy(), atol=1e-6)
-    if dropout:  # and the masks were applied: the same run without dropout learns other weights
+    rewards = [r["mdnrnn/reward_loss"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/reward_loss" in r]
+    assert len(rewards) == (len(full) if over.get("predict_reward") else 0)
+    if rewards:
+        assert rewards[-1] < rewards[0] and run.done_info("train-mdnrnn")["mdnrnn/reward_loss"] == rewards[-1]
+    if over.get("dropout"):  # and the masks were applied: the same run without dropout learns other weights
         cfg3, run3 = _stage_run(tmp_path / "c", batching)
         run3.mark_done("encode", {})
         train_mdnrnn.run(cfg3, run3, argparse.Namespace())

@@ -181,7 +181,7 @@ def test_compiled_train_steps_agree():
     for m in models:
         step, carry, losses = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0)), state, []
         for _ in range(3):
-            nll, done_loss, carry = step(batch, carry)
+            nll, done_loss, _, carry = step(batch, carry)
             losses.append((float(nll), float(done_loss)))
         results.append((np.array(losses), m.get_weights(), carry))
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)

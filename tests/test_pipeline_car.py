@@ -1,9 +1,11 @@
-"""The tiny CarRacing pipeline end to end (issue 15): collect with the fast renderer → V → encode → M → C in the
-real env under `mpirun -n 3` with the curriculum and the no-progress stop → evaluate with the official renderer."""
+"""The tiny CarRacing pipeline end to end (issue 15): collect with the fast renderer → V → encode → M (with a reward
+head) → C in the real env under `mpirun -n 3` with the curriculum and the no-progress stop → evaluate with the
+official renderer; then C trained in the dream on M's predicted rewards (issue 17) in a copy of the run."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -16,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 
 def test_tiny_carracing_pipeline(tmp_path, repo_root):
     run = RunDir(tmp_path / "car")
-    sets = ["env.renderer=fast", "es.curriculum=[50, 25]", "es.no_progress_steps=60"]
+    sets = ["env.renderer=fast", "es.curriculum=[50, 25]", "es.no_progress_steps=60", "mdnrnn.predict_reward=true"]
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run.path), "--mpi", "3"]
     done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
@@ -35,3 +37,14 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     summary = json.loads(run.eval_summary("real").read_text())
     assert summary["episodes"] == 4 and -100 < summary["mean"] < 1000
     assert 1 <= summary["len_mean"] <= 300
+
+    # M learned the reward too; C trained in its dream is paid M's predicted rewards, not +1 per step
+    assert any("mdnrnn/reward_loss" in r for r in read_jsonl(run.metrics_path("train-mdnrnn")))
+    dream = RunDir(tmp_path / "car-dream")
+    shutil.copytree(run.path, dream.path)
+    cmd = [sys.executable, "-m", "wm", "train-controller", "--run", str(dream.path), "--force", "--set", "es.fitness=dream"]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    assert "fitness dream" in done.stdout + done.stderr
+    last = [r for r in read_jsonl(dream.metrics_path("train-controller")) if "es/generation" in r][-1]
+    assert last["es/mean"] != last["es/len_mean"]  # +1 per step would make them equal

@@ -3,7 +3,8 @@
 `DreamEvaluator.evaluate(params (P, n), seeds (P, K))` runs all P·K episodes in one `tf.function` with a
 `tf.while_loop`. Per step, for every live episode: a = C([z, c, h]) (post-processed for CarRacing, §6) → M step
 with restart = 1 on the first step (§5) → z' sampled at temperature τ (§4) → done when the done logit > 0 or the
-step cap is reached; reward +1 per step including the terminal one (§5). Finished episodes are dropped from
+step cap is reached; reward +1 per step including the terminal one (§5), or, when M has a reward head
+(`mdnrnn.predict_reward`: CarRacing in the dream), M's predicted reward of each step. Finished episodes are dropped from
 the batch every `compact_every` steps (masked until then), so the cost follows the live episodes, not the longest.
 
 Randomness is keyed by (episode seed, step) through a counter-based hash (below), not by a batch-wide RNG:
@@ -146,8 +147,9 @@ class _Core:
         return self.m.dropout_masks(uniform(seeds, 0, _S_DROP_Z, self.m.z_dim), uniform(seeds, 0, _S_DROP_H, self.m.hidden))
 
     def step(self, params, seeds, t, z, c, h, action=None, masks=None):
-        """One dream step for a batch: returns (z', c', h', done, action). `action` overrides C when given; `masks`
-        are the episodes' dropout masks (`masks`; ignored without dropout)."""
+        """One dream step for a batch: returns (z', c', h', done, action, reward). `action` overrides C when given;
+        `masks` are the episodes' dropout masks (`masks`; ignored without dropout). The reward is M's reward head,
+        or 1 per step without one (§5)."""
         if action is None:
             action = self.c.act_tf(params, z, c, h)
         n = tf.shape(z)[0]
@@ -164,7 +166,8 @@ class _Core:
             done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < tf.sigmoid(out.done_logit - self.done_shift))
         elif out.done_logit is not None:
             done = tf.logical_or(done, out.done_logit > 0.0)  # cutoff, no sampling, no τ (§4)
-        return z, c, h, done, action
+        reward = out.reward if out.reward is not None else tf.ones([n], tf.float32)
+        return z, c, h, done, action, reward
 
 
 class DreamEvaluator:
@@ -195,13 +198,17 @@ class DreamEvaluator:
         alive = tf.ones([n], tf.bool)
         lengths = tf.zeros([n], tf.int64)
         bad = tf.zeros([n, 2], tf.int64)  # per episode: `nonfinite_flags` bits, the step they appeared at
+        paid = tf.zeros([n], tf.float32)  # M's predicted rewards summed (a reward head; else the lengths are the returns)
+        head = core.m.predict_reward
 
-        def cond(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad):
+        def cond(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid):
             return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
 
-        def body(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad):
-            z, c, h, done, a = core.step(prow, seeds, t, z, c, h, masks=(mz, mh))
+        def body(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid):
+            z, c, h, done, a, r = core.step(prow, seeds, t, z, c, h, masks=(mz, mh))
             lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
+            if head:
+                paid = tf.tensor_scatter_nd_add(paid, ids[:, None], tf.where(alive, r, 0.0))
             # a live episode whose action, z' or h' went NaN/inf is recorded and ended (evaluate raises), so it
             # cannot run on to the cap (a NaN done logit is never > 0)
             bits = tf.cast(nonfinite_flags(a, z, h), tf.int64) * tf.cast(alive, tf.int64)
@@ -216,13 +223,13 @@ class DreamEvaluator:
             do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
             live = [ids, seeds, prow, z, c, h, mz, mh, alive]
             ids, seeds, prow, z, c, h, mz, mh, alive = tf.cond(do, compact, lambda: live)
-            return t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad
+            return t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid
 
-        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad)
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid)
         rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:10]]  # batch-sized: they shrink
-        inv = tuple([tf.TensorShape([]), *rows, lengths.shape, bad.shape])
+        inv = tuple([tf.TensorShape([]), *rows, lengths.shape, bad.shape, paid.shape])
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
-        return out[-2], out[-1]
+        return out[-3], out[-2], out[-1]
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)) for P parameter vectors × K seeds each."""
@@ -236,7 +243,7 @@ class DreamEvaluator:
         if params.shape != (p, self.controller.n_params):
             raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.controller}")
         pidx = np.repeat(np.arange(p, dtype=np.int32), k)
-        lengths, bad = self._run(tf.constant(params), tf.constant(seeds.reshape(-1)), tf.constant(pidx))
+        lengths, bad, paid = self._run(tf.constant(params), tf.constant(seeds.reshape(-1)), tf.constant(pidx))
         lengths, bad = lengths.numpy().reshape(p, k), bad.numpy()
         hit = np.flatnonzero(bad[:, 0])
         if hit.size:
@@ -245,7 +252,8 @@ class DreamEvaluator:
                 f"dream: non-finite {nonfinite_names(bad[j, 0])} at step {bad[j, 1]} of member {j // k}, seed "
                 f"{seeds.flat[j]} ({hit.size} of {p * k} episodes); check M's weights and the controller params"
             )
-        return lengths.astype(np.float64), lengths.astype(np.int64)
+        returns = paid.numpy().reshape(p, k) if self.core.m.predict_reward else lengths
+        return returns.astype(np.float64), lengths.astype(np.int64)
 
 
 class DreamEnv:
@@ -297,10 +305,10 @@ class DreamEnv:
         if action is None:
             if self.params is None:
                 raise RuntimeError("DreamEnv.step(None) needs controller params (reset(params=...))")
-            z, c, h, done, a = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks)
+            z, c, h, done, a, r = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks)
         else:
             a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
-            z, c, h, done, a = self._step_a(seeds, t, *self.state, a, self.masks)
+            z, c, h, done, a, r = self._step_a(seeds, t, *self.state, a, self.masks)
         sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
         if sick:
             raise WMError(
@@ -310,7 +318,8 @@ class DreamEnv:
         self.state, self.t = (z, c, h), self.t + 1
         done = bool(done.numpy()[0])
         truncated = done and self.t >= self.core.max_steps
-        return self._obs(), 1.0, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
+        reward = float(r.numpy()[0])  # 1 per step (§5), or M's predicted reward with a reward head
+        return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
 
 def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator:

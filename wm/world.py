@@ -110,6 +110,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             cfg.mdnrnn.num_mixtures,
             cfg.mdnrnn.predict_done,
             dropout=float(cfg.mdnrnn.dropout),
+            predict_reward=bool(cfg.mdnrnn.predict_reward),
         )
     if "params" in need:
         world.params_path = params_path(run, params or str(cfg.evaluate.params))

@@ -42,6 +42,7 @@ class Series:
     starts: np.ndarray  # (E,) first frame of each episode
     lengths: np.ndarray  # (E,)
     bad_files: int = 0  # files of the folder skipped as corrupt or misshapen (named in the log)
+    reward: np.ndarray | None = None  # (F,) float32, row t the reward of action t (loaded for a reward head)
 
     @property
     def n_episodes(self) -> int:
@@ -52,18 +53,20 @@ class Series:
         return len(self.mu)
 
 
-def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None, max_bad_share: float = 1.0) -> Series:
-    """Read every good `ep_*.npz` of `folder`.
+def load_series(
+    folder: str | Path, z_dim: int, action_dim: int, log=None, max_bad_share: float = 1.0, rewards: bool = False
+) -> Series:
+    """Read every good `ep_*.npz` of `folder` (with `rewards`, their rewards too: M's reward head).
 
     Files are judged by the one validation path (`wm.data.episodes.check_folder`: keys, mu/logvar of width z_dim,
     action of width action_dim, equal lengths): each bad file is named through `log`, skipped and counted in
     `Series.bad_files`, and more than `max_bad_share` bad files (data.max_bad_share) is refused with EpisodeError.
     """
     checked = check_folder(folder, "series", max_bad_share=max_bad_share, log=log, z_dim=z_dim, action_dim=action_dim)
-    mus, lvs, acts, late = [], [], [], 0
+    mus, lvs, acts, rews, late = [], [], [], [], 0
     for path in checked.paths:
         try:
-            d = read_episode(path, ("mu", "logvar", "action"))
+            d = read_episode(path, ("mu", "logvar", "action", "reward") if rewards else ("mu", "logvar", "action"))
         except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
             late += 1
             if log is not None:
@@ -75,13 +78,21 @@ def load_series(folder: str | Path, z_dim: int, action_dim: int, log=None, max_b
         mus.append(d["mu"].astype(np.float16))
         lvs.append(d["logvar"].astype(np.float16))
         acts.append(a.astype(np.float32))
+        if rewards:
+            rews.append(d["reward"].reshape(-1).astype(np.float32))
     checked.refuse_if_too_many_bad(max_bad_share, late)
     if not mus:
         raise WMError(f"no usable series episodes in {folder}")
     lengths = np.array([len(m) for m in mus], np.int64)
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     return Series(
-        np.concatenate(mus), np.concatenate(lvs), np.concatenate(acts), starts, lengths, bad_files=len(checked.bad) + late
+        np.concatenate(mus),
+        np.concatenate(lvs),
+        np.concatenate(acts),
+        starts,
+        lengths,
+        bad_files=len(checked.bad) + late,
+        reward=np.concatenate(rews) if rewards else None,
     )
 
 
@@ -94,7 +105,7 @@ def _assemble(
     z = (mu + sigma * rng.standard_normal(mu.shape, dtype=np.float32)) * valid[..., None]
     act = s.action[idx[:, :-1]] * valid[:, :-1, None]
     v = valid.astype(np.float32)
-    return {
+    batch = {
         "z": z.astype(np.float32),
         "action": act.astype(np.float32),
         "restart": (first[:, :-1] & valid[:, :-1]).astype(np.float32),
@@ -102,6 +113,9 @@ def _assemble(
         "done_target": (last[:, :-1] & valid[:, :-1]).astype(np.float32),
         "done_mask": v[:, :-1],
     }
+    if s.reward is not None:  # the reward of each input step's action (masked like done: every real input step)
+        batch["reward"] = (s.reward[idx[:, :-1]] * v[:, :-1]).astype(np.float32)
+    return batch
 
 
 class EpisodeBatches:

@@ -8,7 +8,9 @@ The authors' `rnn.json` kernel (291, 1024) loads as rows [:in] → x, [in:] → 
 weight uses glorot-uniform (TF1 `get_variable` default, biases included, §10.13).
 
 Doom (`predict_done=True`) adds the restart flag as a 66th input; when it is > 0.5 the state (c, h) is zeroed
-before the step (§4, §10.10), and the head's column 0 is the done logit. The head's other columns are the MDN:
+before the step (§4, §10.10), and the head's column 0 is the done logit. An optional reward head
+(`predict_reward`, off in the paper presets; the authors' M predicts no reward) takes the next column: the reward
+of the input step's action (row t of an episode). The head's other columns are the MDN:
 rows of 15 per latent dimension, dimension-major, [5 log-mix | 5 μ | 5 log σ] (§4 "MDN output layout").
 Counts: Car (z 32, A 3, H 256) 422,368; Doom (z 64, A 1, H 512, done) 1,678,785 (§9).
 
@@ -52,6 +54,7 @@ class MDNOutput(NamedTuple):
     mu: tf.Tensor
     logstd: tf.Tensor
     done_logit: tf.Tensor | None
+    reward: tf.Tensor | None = None  # (...) predicted reward of the step, with a reward head
 
 
 LSTM_IMPLS = ("custom", "keras", "auto")
@@ -178,6 +181,7 @@ class MDNRNN(keras.Model):
         predict_done: bool = False,
         lstm: str = "custom",
         dropout: float = 0.0,
+        predict_reward: bool = False,
         **kw,
     ):
         super().__init__(**kw)
@@ -186,8 +190,10 @@ class MDNRNN(keras.Model):
             raise WMError(f"mdnrnn.dropout must be in [0, 1), got {dropout}")
         self.z_dim, self.action_dim, self.hidden = int(z_dim), int(action_dim), int(hidden)
         self.num_mixtures, self.predict_done = int(num_mixtures), bool(predict_done)
+        self.predict_reward = bool(predict_reward)
         self.input_dim = self.z_dim + self.action_dim + (1 if self.predict_done else 0)
-        self.output_dim = self.z_dim * 3 * self.num_mixtures + (1 if self.predict_done else 0)
+        self.n_extra = int(self.predict_done) + int(self.predict_reward)  # done, reward columns before the MDN
+        self.output_dim = self.z_dim * 3 * self.num_mixtures + self.n_extra
         init = keras.initializers.GlorotUniform
         # glorot limits of the authors' single ((in + H), 4H) kernel, applied to both row blocks
         lim = np.sqrt(6.0 / (self.input_dim + self.hidden + 4 * self.hidden))
@@ -216,6 +222,7 @@ class MDNRNN(keras.Model):
             "hidden": self.hidden,
             "num_mixtures": self.num_mixtures,
             "predict_done": self.predict_done,
+            **({"predict_reward": True} if self.predict_reward else {}),
         }
 
     # ------------------------------------------------------------------ cell and head
@@ -253,14 +260,16 @@ class MDNRNN(keras.Model):
             if h.shape.rank == 2
             else tf.tensordot(h, self.out_kernel, 1) + self.out_bias
         )
-        done = None
+        done = reward = None
         if self.predict_done:
             done, out = out[..., 0], out[..., 1:]
+        if self.predict_reward:
+            reward, out = out[..., 0], out[..., 1:]
         lead = tf.shape(out)[:-1]
         k = self.num_mixtures
         rows = tf.reshape(out, tf.concat([lead, [self.z_dim, 3 * k]], 0))
         logits, mu, logstd = rows[..., :k], rows[..., k : 2 * k], rows[..., 2 * k :]
-        return MDNOutput(_log_softmax_small(logits), mu, logstd, done)
+        return MDNOutput(_log_softmax_small(logits), mu, logstd, done, reward)
 
     def step(
         self,
@@ -328,13 +337,29 @@ class MDNRNN(keras.Model):
         return self.head(hs), (c, h)
 
     # ------------------------------------------------------------------ loss
-    def loss_terms(self, out: MDNOutput, z_target, z_mask=None, done_target=None, done_mask=None, done_weight: float = 10.0):
-        """(total, nll, done_loss): mixture NLL (mean over unmasked batch·time·dims) + weighted done BCE (§4)."""
+    def loss_terms(
+        self,
+        out: MDNOutput,
+        z_target,
+        z_mask=None,
+        done_target=None,
+        done_mask=None,
+        done_weight: float = 10.0,
+        reward_target=None,
+        reward_weight: float = 1.0,
+        reward_over_weight: float = 1.0,
+    ):
+        """(total, nll, done_loss, reward_loss): mixture NLL (mean over unmasked batch·time·dims) + weighted done BCE
+        (§4) + `reward_weight` × the reward head's squared error (over-estimates ×`reward_over_weight`) on the
+        steps `done_mask` keeps (every real input step)."""
         nll = mixture.mixture_nll(out.logmix, out.mu, out.logstd, z_target, z_mask)
         done_loss = tf.constant(0.0)
         if self.predict_done and done_target is not None:
             done_loss = mixture.weighted_done_loss(out.done_logit, done_target, done_mask, done_weight)
-        return nll + done_loss, nll, done_loss
+        r_loss = tf.constant(0.0)
+        if self.predict_reward and reward_target is not None:
+            r_loss = mixture.reward_loss(out.reward, reward_target, done_mask, reward_over_weight)
+        return nll + done_loss + reward_weight * r_loss, nll, done_loss, r_loss
 
 
 def _log_softmax_small(x: tf.Tensor) -> tf.Tensor:
@@ -378,11 +403,19 @@ def make_optimizer(
     return keras.optimizers.Adam(learning_rate=DecayingLR(lr, lr_min, decay), epsilon=adam_eps, clipvalue=clip)
 
 
-def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_weight: float = 10.0, seed: int = 0):
-    """A compiled training step: batch dict + carried state → (nll, done_loss, final (c, h)).
+def make_train_step(
+    model: MDNRNN,
+    optimizer: keras.optimizers.Optimizer,
+    done_weight: float = 10.0,
+    seed: int = 0,
+    reward_weight: float = 1.0,
+    reward_over_weight: float = 1.0,
+):
+    """A compiled training step: batch dict + carried state → (nll, done_loss, reward_loss, final (c, h)).
 
     Batch keys: z (B, L+1, z) frames, action (B, L, A), restart (B, L), z_mask (B, L), done_target (B, L),
-    done_mask (B, L). Inputs are frames [:, :L], targets frames [:, 1:] (teacher forcing, shift 1, §4).
+    done_mask (B, L), and reward (B, L) for a reward head. Inputs are frames [:, :L], targets frames [:, 1:]
+    (teacher forcing, shift 1, §4); the reward target of input step t is the reward of its action.
     With `model.dropout`, each row gets masks drawn from (seed, the optimizer's step): a resume redraws them.
     """
 
@@ -401,12 +434,20 @@ def make_train_step(model: MDNRNN, optimizer: keras.optimizers.Optimizer, done_w
             out, final = model(
                 z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks(tf.shape(z)[0])
             )
-            total, nll, done_loss = model.loss_terms(
-                out, z[:, 1:], batch["z_mask"], batch.get("done_target"), batch.get("done_mask"), done_weight
+            total, nll, done_loss, r_loss = model.loss_terms(
+                out,
+                z[:, 1:],
+                batch["z_mask"],
+                batch.get("done_target"),
+                batch.get("done_mask"),
+                done_weight,
+                batch.get("reward"),
+                reward_weight,
+                reward_over_weight,
             )
         grads = tape.gradient(total, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return nll, done_loss, final
+        return nll, done_loss, r_loss, final
 
     return train_step
 
@@ -430,6 +471,7 @@ def load_mdnrnn(
     num_mixtures: int | None = None,
     predict_done: bool | None = None,
     dropout: float = 0.0,
+    predict_reward: bool | None = None,
 ) -> MDNRNN:
     """Build M and load `path` (a `.weights.h5`); sizes default to the `model.json` next to it. `dropout` is the
     rate the dream applies (`mdnrnn.dropout`), not part of the weights.
@@ -453,7 +495,9 @@ def load_mdnrnn(
             if k not in meta:
                 raise WMError(f"load_mdnrnn: {k} not given and no {meta_path}")
             dims[k] = meta[k]
-    model = MDNRNN(**dims, dropout=dropout)
+    if predict_reward is None:
+        predict_reward = bool(meta.get("predict_reward", False))
+    model = MDNRNN(**dims, dropout=dropout, predict_reward=predict_reward)
     try:
         model.load_weights(str(path))
     except (ValueError, KeyError, OSError) as e:

@@ -54,6 +54,11 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
         return
     if not run.is_done("train-mdnrnn"):
         raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
+    if kind == "dream" and cfg.env.name == "carracing" and not cfg.mdnrnn.predict_reward:
+        raise WMError(
+            "es.fitness dream in CarRacing needs M's reward head (mdnrnn.predict_reward: true, then train-mdnrnn): "
+            "without it a dream pays +1 per step, Doom's survival reward"
+        )
     if kind == "dream" and not run.initial_z.exists():
         raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
     if kind == "real" and not run.is_done("train-vae"):

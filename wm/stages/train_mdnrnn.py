@@ -7,8 +7,9 @@ Adam (ε `adam_eps`), clip by value `grad_clip`, lr = (lr − lr_min)·decay^ste
 Outputs in `mdnrnn/`: `mdnrnn.weights.h5` + `model.json` (sizes), `checkpoint.npz` (+ `carry.npz`, the carried
 stream state) while training, `dream_preview.gif`, `DONE`. A rerun resumes from the checkpoint with the same
 batches (they are a function of (run.seed, step)). Metrics: `mdnrnn/step`, `mdnrnn/epoch`, `mdnrnn/nll`,
-`mdnrnn/done_loss`, `mdnrnn/lr`, `mdnrnn/steps_per_s`. `mdnrnn.lstm` picks the sequence implementation
-(`wm.models.mdnrnn`: the custom cell, or `keras.layers.LSTM`/cuDNN on a view of the same weights). Batches are
+`mdnrnn/done_loss` (and `mdnrnn/reward_loss` with a reward head), `mdnrnn/lr`, `mdnrnn/steps_per_s`.
+`mdnrnn.lstm` picks the sequence implementation (`wm.models.mdnrnn`: the custom cell, or `keras.layers.LSTM`/cuDNN
+on a view of the same weights); `mdnrnn.dropout` and `mdnrnn.predict_reward` are described there. Batches are
 assembled in a background thread (`wm.training.prefetch`) while the step runs; the losses are read back (a device
 sync), checked and logged every `READ_EVERY` steps and before every save, one record per step as before.
 """
@@ -46,14 +47,24 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         raise WMError(f"mdnrnn.batching must be episodes or streams, got {m_cfg.batching!r}")
     a_dim = action_dim(cfg.env.name)
     with make_logger(run, "train-mdnrnn") as log:
-        series = load_series(run.series_dir, cfg.vae.z_dim, a_dim, log, max_bad_share=cfg.data.max_bad_share)
+        reward_head = bool(m_cfg.predict_reward)
+        series = load_series(
+            run.series_dir, cfg.vae.z_dim, a_dim, log, max_bad_share=cfg.data.max_bad_share, rewards=reward_head
+        )
         log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
         log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
         import keras
 
         keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
         model = MDNRNN(
-            cfg.vae.z_dim, a_dim, m_cfg.hidden, m_cfg.num_mixtures, m_cfg.predict_done, lstm=m_cfg.lstm, dropout=m_cfg.dropout
+            cfg.vae.z_dim,
+            a_dim,
+            m_cfg.hidden,
+            m_cfg.num_mixtures,
+            m_cfg.predict_done,
+            lstm=m_cfg.lstm,
+            dropout=m_cfg.dropout,
+            predict_reward=reward_head,
         )
         log.info("LSTM: %s (mdnrnn.lstm: %s), dropout %g", model.lstm_impl, m_cfg.lstm, model.dropout)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
@@ -77,28 +88,32 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 state["step"],
             )
         state["lr_schedule"] = schedule
-        train_step = make_train_step(model, opt, m_cfg.done_weight, seed=int(cfg.run.seed))
+        train_step = make_train_step(
+            model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight), float(m_cfg.reward_over_weight)
+        )
         rate = Rate()
-        last = [float("nan"), float("nan")]
+        last = [float("nan")] * 3
 
         def handle(values) -> None:
             """Check the read-back losses (one sync for READ_EVERY steps) and write their records."""
             rate.add(len(values))
             sps = rate.read()
-            for s, e, nll, done_loss in values:
-                check_finite(nll + done_loss, s, ckpt)  # before any save: the last good checkpoint stays
+            for s, e, nll, done_loss, r_loss in values:
+                check_finite(nll + done_loss + r_loss, s, ckpt)  # before any save: the last good checkpoint stays
                 rec = {"mdnrnn/step": s, "mdnrnn/epoch": e, "mdnrnn/nll": nll, "mdnrnn/done_loss": done_loss}
+                if reward_head:
+                    rec["mdnrnn/reward_loss"] = r_loss
                 rec.update({"mdnrnn/lr": lr_value(s, *schedule), "mdnrnn/steps_per_s": sps})
                 log.scalars(s, rec, console=10.0)
-                last[:] = nll, done_loss
+                last[:] = nll, done_loss, r_loss
 
-        pending = Deferred(READ_EVERY, handle)  # (step, epoch, nll, done_loss) of steps not read back yet
+        pending = Deferred(READ_EVERY, handle)  # (step, epoch, nll, done_loss, reward_loss) of steps not read back yet
         flush = pending.flush
 
         def one(batch, carry):
-            nll, done_loss, final = train_step(batch, carry)
+            nll, done_loss, r_loss, final = train_step(batch, carry)
             state["step"] += 1
-            pending.add(state["step"], state["epoch"], nll, done_loss)
+            pending.add(state["step"], state["epoch"], nll, done_loss, r_loss)
             return final
 
         def save(carry=None) -> None:
@@ -154,6 +169,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             "mdnrnn/step": state["step"],
             "mdnrnn/nll": last[0],
             "mdnrnn/done_loss": last[1],
+            **({"mdnrnn/reward_loss": last[2]} if reward_head else {}),
             "params": int(model.count_params()),
             "mdnrnn/bad_files": series.bad_files,
         }
@@ -165,7 +181,15 @@ def warm_start(model, path) -> None:
     """Load `mdnrnn.init_from` into the fresh model (the previous round's M); one clear line when it does not fit."""
     from wm.models.mdnrnn import load_mdnrnn
 
-    src = load_mdnrnn(path, model.z_dim, model.action_dim, model.hidden, model.num_mixtures, model.predict_done)
+    src = load_mdnrnn(
+        path,
+        model.z_dim,
+        model.action_dim,
+        model.hidden,
+        model.num_mixtures,
+        model.predict_done,
+        predict_reward=model.predict_reward,
+    )
     model.set_weights(src.get_weights())
 
 
