@@ -21,6 +21,14 @@ demo: $(STAMP)
 	@echo "   train-controller (CMA-ES in M's dream, mpirun -n 3: 1 master + 2 workers) -> evaluate (real game),"
 	@echo "   then the random baseline and the dream scores, the report and the result table"
 	$(PY) -m wm pipeline --configs doom_takecover tiny --run runs/demo --mpi 3 --demo
+	@echo "== the tiny preset cannot learn; a trained agent ships with the suite: wm/agents/doom_small_s2 (the small"
+	@echo "   preset on seed 2, 839.4 +- 490.2 over 100 real episodes; see its AGENT.md). 10 real episodes of it, then"
+	@echo "   the random policy on the same seeds:"
+	rm -rf runs/demo-agent && cp -r wm/agents/doom_small_s2 runs/demo-agent
+	$(PY) -m wm evaluate --run runs/demo-agent --episodes 10 --gifs 1
+	$(PY) -m wm evaluate --run runs/demo-agent --random --episodes 10 --gifs 0
+	$(PY) -m wm results --runs runs/demo-agent --out runs/demo-agent/results --resamples 2000
+	@echo "== watch it: runs/demo-agent/eval/real/episode_000.gif; browse it: python -m tui runs/demo-agent"
 
 ## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
 test: $(STAMP)

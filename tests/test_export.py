@@ -1,0 +1,114 @@
+"""`wm export` and the agent shipped with the suite (issue 19 item 3)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from wm.config import load  # noqa: E402
+from wm.errors import WMError  # noqa: E402
+from wm.export import AGENT_FILE, export  # noqa: E402
+from wm.rundir import RunDir, atomic_savez, atomic_write_json  # noqa: E402
+
+SHIPPED = "wm/agents/doom_small_s2"
+
+
+def _trained(tmp_path) -> RunDir:
+    """A run holding random-weight V (z 32), M (LSTM 16, done head), dream starts, C and a real evaluation."""
+    import keras
+
+    from wm.models.controller import Controller
+    from wm.models.mdnrnn import MDNRNN, config_path, save_config
+    from wm.models.vae import ConvVAE
+
+    cfg = load(["doom_takecover", "tiny"], ["vae.z_dim=32", "mdnrnn.hidden=16"])
+    run = RunDir(tmp_path / "run")
+    run.bind_config(cfg)
+    keras.utils.set_random_seed(0)
+    for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
+        run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
+    ConvVAE(32).save_weights(str(run.vae_weights))
+    m = MDNRNN(32, 1, 16, 5, predict_done=True)
+    m.save_weights(str(run.mdnrnn_weights))
+    save_config(m, config_path(run.mdnrnn_weights))
+    atomic_savez(run.initial_z, mu=np.zeros((3, 32), np.float32), logvar=np.zeros((3, 32), np.float32))
+    n = Controller.from_config(cfg, 1).n_params
+    atomic_savez(run.params("best"), params=np.linspace(-1, 1, n))
+    run.eval_dir("real").mkdir(parents=True)
+    atomic_write_json(
+        run.eval_summary("real"),
+        {"episodes": 2, "mean": 300.0, "std": 50.0, "median": 300.0, "min": 250.0, "max": 350.0, "seeds": [1000, 1001]},
+    )
+    run.eval_summary("real").with_name("episodes.jsonl").write_text(
+        '{"seed": 1000, "return": 250.0}\n{"seed": 1001, "return": 350.0}\n'
+    )
+    return run
+
+
+def test_export_writes_a_half_size_run_that_loads(tmp_path):
+    """float16 V and M (half the bytes, within float16 rounding of the originals), C and dream starts as they were,
+    a DONE per stage, the recorded score with its first episodes; a run dir `load_world` opens unchanged."""
+    import h5py
+
+    from wm.world import load_world
+
+    run = _trained(tmp_path)
+    out = tmp_path / "agent"
+    info = export(run, out, note="made by a test")
+    assert info["real"]["mean"] == 300.0 and info["real"]["first_episodes"] == [[1000, 250.0], [1001, 350.0]]
+    assert json.loads((out / AGENT_FILE).read_text()) == info and "made by a test" in (out / "AGENT.md").read_text()
+    agent = RunDir(out)
+    for weights in ("vae_weights", "mdnrnn_weights"):
+        src, dst = getattr(run, weights), getattr(agent, weights)
+        assert dst.stat().st_size < 0.6 * src.stat().st_size  # half the data, plus the HDF5 headers
+        with h5py.File(dst) as f:
+            found: list = []
+            f.visititems(lambda _, o, found=found: found.append(o.dtype) if isinstance(o, h5py.Dataset) else None)
+        assert set(found) == {np.dtype(np.float16)}
+    for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
+        assert agent.is_done(verb)
+    cfg = agent.load_config()
+    a, b = load_world(cfg, run, need=("vae", "mdnrnn", "params")), load_world(cfg, agent, need=("vae", "mdnrnn", "params"))
+    for x, y in zip(a.vae.get_weights() + a.mdnrnn.get_weights(), b.vae.get_weights() + b.mdnrnn.get_weights(), strict=True):
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4)
+    np.testing.assert_array_equal(b.params, a.params)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+def test_export_refuses_without_touching_anything(tmp_path):
+    run = _trained(tmp_path)
+    out = tmp_path / "agent"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep")
+    with pytest.raises(WMError, match="exists; choose another --out or pass --force"):
+        export(run, out)
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+    run.params("best").unlink()
+    with pytest.raises(WMError, match=r"no trained agent to export: missing C \(.*best.npz\)"):
+        export(run, tmp_path / "other")
+    assert not (tmp_path / "other").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+
+
+@pytest.mark.slow
+@pytest.mark.env
+def test_shipped_agent_replays_its_recorded_episodes(tmp_path, repo_root):
+    """The agent in wm/agents (float16 V and M) plays its recorded first real episodes again, step for step (~20 s)."""
+    info = json.loads((repo_root / SHIPPED / AGENT_FILE).read_text())
+    sizes = sum(p.stat().st_size for p in (repo_root / SHIPPED).rglob("*") if p.is_file())
+    assert sizes < 20e6 and info["real"]["mean"] > 3 * info["random"]["mean"]
+    run = tmp_path / "agent"
+    shutil.copytree(repo_root / SHIPPED, run)
+    first = info["real"]["first_episodes"][:2]
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(run), "--episodes", "2", "--gifs", "0"]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    rows = [json.loads(line) for line in (run / "eval" / "real" / "episodes.jsonl").read_text().splitlines()]
+    assert [[r["seed"], r["return"]] for r in rows] == first
