@@ -92,3 +92,20 @@ def test_read_jsonl_ignores_torn_line(tmp_path):
     p = tmp_path / "m.jsonl"
     p.write_text('{"step": 1}\n{"step": 2}\n{"step": ')
     assert [r["step"] for r in read_jsonl(p)] == [1, 2]
+
+
+def test_stored_config_gets_the_defaults_of_keys_added_since(tmp_path):
+    """A run made before a key existed (here: all but run.seed) loads with the key's default, so newer code can
+    resume or evaluate it; a stored key base.yaml no longer has is named, with the file."""
+    from wm.config import defaults
+    from wm.errors import WMError
+
+    run = RunDir(tmp_path / "old")
+    run.path.mkdir()
+    run.config_path.write_text("run:\n  seed: 3\nmdnrnn:\n  hidden: 64\n")
+    cfg = run.load_config()
+    assert cfg.run.seed == 3 and cfg.mdnrnn.hidden == 64
+    assert cfg.mdnrnn.dropout == defaults().mdnrnn.dropout and cfg.vae.jit_compile == defaults().vae.jit_compile
+    run.config_path.write_text("mdnrnn:\n  hidden: 64\n  retired_knob: 1\n")
+    with pytest.raises(WMError, match=r"unknown config key 'mdnrnn.retired_knob' in .*config.yaml"):
+        run.load_config()

@@ -51,11 +51,23 @@ class AgentModels:
 
     def __init__(self, cfg: Config, source: Path):
         from wm import tf_setup
-        from wm.rollout import agent_step, nonfinite_flags
         from wm.world import load_world
 
-        tf = tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
-        world = load_world(cfg, RunDir(source), need=("vae", "mdnrnn", "params"), params="best")
+        tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
+        self._build(load_world(cfg, RunDir(source), need=("vae", "mdnrnn", "params"), params="best"))
+
+    @classmethod
+    def from_world(cls, world) -> AgentModels:
+        """The compiled step over a world already loaded (V, M and params; `wm play --real --agent`)."""
+        models = cls.__new__(cls)
+        models._build(world)
+        return models
+
+    def _build(self, world) -> None:
+        import tensorflow as tf
+
+        from wm.rollout import agent_step, nonfinite_flags
+
         vae, m, ctrl = world.vae, world.mdnrnn, world.controller
         A = ctrl.action_dim
         params_t = tf.constant(world.params.reshape(1, -1))

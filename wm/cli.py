@@ -110,9 +110,8 @@ def resolve_config(args: argparse.Namespace):
     run = RunDir(args.run)
     if args.configs:
         return C.load(args.configs, args.set)
-    stored = run.load_config()
-    base = stored if stored is not None else C.defaults()
-    return C.update(C.update(C.defaults(), base.to_dict(), source=str(run.config_path)), C.parse_set(args.set), source="--set")
+    base = run.load_config() or C.defaults()  # the stored config over the defaults
+    return C.update(base, C.parse_set(args.set), source="--set")
 
 
 def run_stage(module: str, args: argparse.Namespace) -> int:

@@ -254,6 +254,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("pipeline", "wm.stages.pipeline", "run every stage in order, skipping finished ones"),
     Tool("sweep", "wm.sweep", "τ sweep runs: `sweep prepare` makes one run dir per dream temperature"),
     Tool("results", "wm.results", "gather several runs (seeds) into one Markdown table and JSON, with bootstrap CIs"),
+    Tool("play", "wm.play", "drive in M's dream (or the real game) with the keyboard, or watch C: a pygame window", tf=True),
     Tool("export", "wm.export", "write a run's trained agent (V, M, C, dream starts) as a small run dir, float16 weights"),
 )
 

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from wm.config import Config, flatten
+from wm.config import Config, defaults, flatten, update
 from wm.errors import WMError, WriteError, describe_os_error
 from wm.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
 
@@ -405,9 +405,12 @@ class RunDir:
 
     # -- config
     def load_config(self) -> Config | None:
+        """The stored config over `configs/base.yaml`'s defaults: a run made before a key existed gets its default
+        (an old run resumed or evaluated by newer code); a stored key base.yaml no longer has is an error naming it."""
         if not self.config_path.exists():
             return None
-        return Config(yaml.safe_load(self.config_path.read_text()) or {})
+        stored = yaml.safe_load(self.config_path.read_text()) or {}
+        return update(defaults(), stored, source=str(self.config_path))
 
     def config_changes(self, cfg: Config) -> list[str]:
         """`key: old -> new` for every stored setting that `cfg` changes (keys new to base.yaml are no change)."""
