@@ -42,7 +42,8 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     assert any("mdnrnn/reward_loss" in r for r in read_jsonl(run.metrics_path("train-mdnrnn")))
     dream = RunDir(tmp_path / "car-dream")
     shutil.copytree(run.path, dream.path)
-    cmd = [sys.executable, "-m", "wm", "train-controller", "--run", str(dream.path), "--force", "--set", "es.fitness=dream"]
+    sets = ["es.fitness=dream", "es.curriculum=[]", "es.no_progress_steps=0"]  # the budgets are real-env ones
+    cmd = [sys.executable, "-m", "wm", "train-controller", "--run", str(dream.path), "--force", "--set", *sets]
     done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "fitness dream" in done.stdout + done.stderr

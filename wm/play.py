@@ -188,7 +188,8 @@ class PlaySession:
     def _dream_frame(self, action: list[float]) -> Frame:
         z = self.dream.z[None].astype(np.float32)
         img = (np.clip(self._decode(z).numpy()[0], 0.0, 1.0) * 255).astype(np.uint8)
-        self.frame = Frame(_upscale(img), self.t, self.score, self.done, self.temperature, action, ("dream (V's decoding of M's z)",))
+        panels = ("dream (V's decoding of M's z)",)
+        self.frame = Frame(_upscale(img), self.t, self.score, self.done, self.temperature, action, panels)
         return self.frame
 
     def _real_frame(self, action: list[float]) -> Frame:
