@@ -1,0 +1,88 @@
+"""The TUI's play screen (issue 19): keys held become the server's step requests, frames are drawn, r restarts,
+τ keys ask for a new temperature, Escape stops the server. The server is a fake speaking `wm play --serve`'s
+protocol (tests/fixtures/fake_play.py); `tests/test_play.py` tests the real one."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from textual.app import App
+
+from tui.screens.play import HOLD_TICKS, PlayScreen
+
+FAKE = [sys.executable, str(Path(__file__).parent / "fixtures" / "fake_play.py")]
+
+
+class Host(App[None]):
+    def __init__(self, screen: PlayScreen):
+        super().__init__()
+        self.screen_to_push = screen
+        self.python, self.env = None, None
+
+    def on_mount(self) -> None:
+        self.push_screen(self.screen_to_push)
+
+
+async def wait_until(pilot, cond, timeout: float = 15.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if cond():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition not reached")
+
+
+def requests(log: Path) -> list[dict]:
+    return [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+
+
+def test_play_screen_drives_the_server(tmp_path, monkeypatch):
+    from textual_image.widget import Image
+
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("FAKE_PLAY_LOG", str(log))
+
+    async def main() -> None:
+        screen = PlayScreen(tmp_path / "run", python=FAKE)
+        app = Host(screen)
+        async with app.run_test(size=(80, 30)) as pilot:
+            await wait_until(pilot, lambda: screen.frames >= 3)
+            assert isinstance(screen.query_one("#play-frame"), Image)
+            assert requests(log)[0]["argv"][-6:] == ["play", "--run", str(tmp_path / "run"), "--serve", "--seed", "0"]
+            await pilot.press("left")
+            await wait_until(pilot, lambda: any(r.get("keys") == ["left"] for r in requests(log)))
+            await pilot.press("right")  # the other direction lets go of left
+            await wait_until(pilot, lambda: any(r.get("keys") == ["right"] for r in requests(log)))
+            await pilot.press("space")
+            n = len(requests(log))
+            await wait_until(pilot, lambda: len(requests(log)) > n + HOLD_TICKS)
+            assert requests(log)[-1]["keys"] == []  # let go, and no key outlives its hold
+            await pilot.press("r")
+            await wait_until(pilot, lambda: requests(log)[-1].get("op") in ("reset", "step") and screen.last.get("step", 99) <= 2)
+            await pilot.press("t")
+            await wait_until(pilot, lambda: any(r.get("op") == "temperature" for r in requests(log)))
+            assert [r for r in requests(log) if r.get("op") == "temperature"][0]["value"] == 1.3
+            proc = screen.proc
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: proc.returncode is not None)
+            assert requests(log)[-1] == {"op": "quit"}
+
+    asyncio.run(main())
+
+
+def test_play_screen_stops_stepping_when_the_episode_ends(tmp_path, monkeypatch):
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("FAKE_PLAY_LOG", str(log))
+    monkeypatch.setenv("FAKE_PLAY_STEPS", "3")
+
+    async def main() -> None:
+        screen = PlayScreen(tmp_path / "run", python=FAKE)
+        async with Host(screen).run_test(size=(80, 30)) as pilot:
+            await wait_until(pilot, lambda: screen.last.get("done"))
+            await pilot.pause(0.5)
+            assert [r["op"] for r in requests(log)[1:]].count("step") == 3  # no step after the end
+
+    asyncio.run(main())

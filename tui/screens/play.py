@@ -1,0 +1,191 @@
+"""Play inside M's dream (or the real game) from the TUI: `p` on a run's screen.
+
+TensorFlow stays out of the TUI: the screen runs `python -m wm play --run R --serve [--real] [--agent]` (the step
+loop of `wm.play`, shared with its pygame window) and talks JSON lines with it: a step request per tick with the
+keys held, a frame back (a PNG, drawn with textual-image: Kitty or Sixel graphics where the terminal has them,
+half blocks elsewhere). A terminal reports key presses, not releases, so a key counts as held for `HOLD_TICKS`
+ticks after its last press (a held key's auto-repeat keeps it held); space lets go of everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Label, Static
+
+from tui.process import ROOT
+
+if TYPE_CHECKING:
+    from tui.app import WMApp
+
+TICK_S = 0.12  # a step request every tick (one in flight at a time)
+HOLD_TICKS = 4  # a key press holds its key this many ticks
+
+
+def play_command(python: list[str], run: Path, real: bool = False, agent: bool = False, seed: int = 0) -> list[str]:
+    argv = [*python, "-m", "wm", "play", "--run", str(run), "--serve", "--seed", str(seed)]
+    return argv + (["--real"] if real else []) + (["--agent"] if agent else [])
+
+
+class PlayScreen(Screen[None]):
+    """The dream (or the game) of one run, driven from the keyboard or watched (`--agent`)."""
+
+    app: WMApp
+    BINDINGS = [
+        Binding("left", "press('left')", "Left"),
+        Binding("right", "press('right')", "Right"),
+        Binding("up", "press('up')", "Gas", show=False),
+        Binding("down", "press('down')", "Brake", show=False),
+        Binding("space", "release", "Let go"),
+        Binding("r", "restart", "Restart"),
+        Binding("t", "temperature(0.05)", "τ +"),
+        Binding("g", "temperature(-0.05)", "τ −"),
+        Binding("escape", "back", "Back"),
+    ]
+
+    def __init__(self, run: Path, real: bool = False, agent: bool = False, python: list[str] | None = None):
+        super().__init__()
+        self.run_path, self.real, self.agent = Path(run), real, agent
+        self.python = python
+        self.proc: asyncio.subprocess.Process | None = None
+        self.held: dict[str, int] = {}  # key -> ticks left
+        self.keys: list[str] = []  # the keys the server accepts
+        self.waiting = False  # a request is in flight
+        self.temperature: float | None = None
+        self.frames = 0  # frames drawn (tests)
+        self.last: dict[str, Any] = {}
+
+    def compose(self) -> ComposeResult:
+        mode = "the real game" if self.real else "M's dream"
+        who = "C plays" if self.agent else "you play"
+        from textual_image.widget import Image
+
+        with Vertical(id="play"):
+            yield Label(f"{self.run_path} — {mode}, {who}", id="play-title")
+            yield Static("starting (loading V and M)…", id="play-wait")
+            yield Image(None, id="play-frame")
+            yield Label("", id="play-status")
+        yield Footer()
+
+    async def on_mount(self) -> None:
+        python = self.python or getattr(self.app, "python", None) or [sys.executable]
+        env = dict(os.environ if getattr(self.app, "env", None) is None else self.app.env)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        self.proc = await asyncio.create_subprocess_exec(
+            *play_command(list(python), self.run_path, self.real, self.agent),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        self.run_worker(self._read(), exclusive=True, group="play-reader")
+        self.set_interval(TICK_S, self._tick)
+
+    # ------------------------------------------------------------------ the protocol
+    async def _send(self, obj: dict[str, Any]) -> None:
+        if self.proc is None or self.proc.stdin is None or self.proc.returncode is not None:
+            return
+        try:
+            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+            await self.proc.stdin.drain()
+            self.waiting = obj.get("op") != "quit"
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+    async def _read(self) -> None:
+        assert self.proc is not None and self.proc.stdout is not None
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                break
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            self.waiting = False
+            if msg.get("ready"):
+                self.keys = list(msg.get("keys", []))
+                await self._send({"op": "reset"})
+            elif "error" in msg:
+                self.query_one("#play-status", Label).update(f"error: {msg['error']}")
+            elif "png" in msg:
+                self._draw(msg)
+        err = b""
+        if self.proc.stderr is not None:
+            err = await self.proc.stderr.read()
+        code = await self.proc.wait()
+        if code:
+            lines = [x for x in err.decode(errors="replace").splitlines() if x.strip()]
+            self.query_one("#play-status", Label).update(f"play stopped (exit {code}): {lines[-1] if lines else '?'}")
+
+    def _draw(self, msg: dict[str, Any]) -> None:
+        from PIL import Image as PILImage
+        from textual_image.widget import Image
+
+        image = PILImage.open(io.BytesIO(base64.b64decode(msg["png"])))
+        image.load()
+        self.query_one("#play-frame", Image).image = image
+        self.query_one("#play-wait", Static).display = False
+        self.temperature = msg.get("temperature")
+        self.last = msg
+        self.frames += 1
+        held = ", ".join(sorted(self.held)) or "nothing"
+        self.query_one("#play-status", Label).update(f"{msg['status']}   keys: {held}")
+
+    async def _tick(self) -> None:
+        for k in list(self.held):
+            self.held[k] -= 1
+            if self.held[k] <= 0:
+                del self.held[k]
+        if self.waiting or not self.keys or self.last.get("done"):
+            return
+        await self._send({"op": "step", "keys": sorted(k for k in self.held if k in self.keys)})
+
+    # ------------------------------------------------------------------ keys
+    def action_press(self, key: str) -> None:
+        if key in ("left", "right"):  # one direction at a time: the other lets go
+            self.held.pop("right" if key == "left" else "left", None)
+        self.held[key] = HOLD_TICKS
+
+    def action_release(self) -> None:
+        self.held.clear()
+
+    async def action_restart(self) -> None:
+        self.last = {}
+        await self._send({"op": "reset"})
+
+    async def action_temperature(self, delta: float) -> None:
+        if self.real or self.temperature is None:
+            return
+        self.last = {}
+        await self._send({"op": "temperature", "value": round(self.temperature + float(delta), 3)})
+
+    async def action_back(self) -> None:
+        await self.stop()
+        self.app.pop_screen()
+
+    async def stop(self) -> None:
+        """Ask the server to quit, then make sure it is gone."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        await self._send({"op": "quit"})
+        try:
+            await asyncio.wait_for(self.proc.wait(), 3.0)
+        except asyncio.TimeoutError:
+            self.proc.kill()
+            await self.proc.wait()
+
+    async def on_unmount(self) -> None:
+        await self.stop()
