@@ -18,7 +18,7 @@ HELP = """\
      the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)
   [b]r[/b]  resume a resumable stage (same form, stored config)
   [b]s[/b]  stop: SIGTERM to its process group (it checkpoints; resume later)
-  [b]o[/b] output  [b]m[/b] metrics  [b]g[/b] logs/<stage>.log  [b]c[/b] config
+  [b]o[/b] output  [b]m[/b] metrics  [b]i[/b] media  [b]g[/b] logs/<stage>.log  [b]c[/b] config
   [b]esc[/b] back to the run list
 [b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes

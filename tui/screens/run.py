@@ -1,5 +1,6 @@
 """One run: the stage table (live states and key figures), and panes for the selected stage's output,
-metrics (plot + latest values), log file and config. Launch, resume and stop act on the selected stage.
+metrics (plot + latest values), media (its pictures, `tui.widgets.media`), log file and config. Launch, resume and
+stop act on the selected stage.
 
 The run directory is read off the UI thread: a timer starts a thread worker (at most one in flight; a tick that
 finds one still reading is skipped) which posts a `Polled` message carrying a `RunSnapshot`; its handler only
@@ -23,6 +24,7 @@ from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedC
 from tui.model import PLOTS, MetricsTail, RunSnapshot, Series, figures_text, fmt, read_snapshot
 from tui.screens.launch import LaunchRequest, LaunchScreen
 from tui.widgets.follow_log import FollowLog
+from tui.widgets.media import MediaView
 from tui.widgets.plot import LinePlot
 from wm.rundir import STAGES, RunDir, stage
 
@@ -42,6 +44,7 @@ class RunScreen(Screen[None]):
         Binding("s", "stop", "Stop"),
         Binding("o", "tab('output')", "Output", show=False),
         Binding("m", "tab('metrics')", "Metrics"),
+        Binding("i", "tab('media')", "Media"),
         Binding("g", "tab('logfile')", "Log", show=False),
         Binding("c", "tab('config')", "Config", show=False),
         Binding("escape", "back", "Runs"),
@@ -107,6 +110,8 @@ class RunScreen(Screen[None]):
                         yield Label("", id="rate-label")
                         yield Sparkline([], id="rate")
                     yield DataTable(id="latest", cursor_type="none", show_cursor=False)
+            with TabPane("Media", id="media"):
+                yield MediaView(self.app.poll_interval, id="media-view")
             with TabPane("Log file", id="logfile"):
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="file-log")
             with TabPane("Config", id="config"):
@@ -232,7 +237,7 @@ class RunScreen(Screen[None]):
             self.select(event.row_key.value)
 
     def select(self, verb: str) -> None:
-        """Show `verb`'s output, metrics, log file and config in the panes."""
+        """Show `verb`'s output, metrics, media, log file and config in the panes."""
         self.verb = verb
         self.tail = MetricsTail(self.run.metrics_path(verb))  # read only by the poll worker from now on
         self.series = Series()
@@ -240,6 +245,7 @@ class RunScreen(Screen[None]):
         self.show_metrics()
         self.follow_output()
         self.follow_logfile()
+        self.query_one("#media-view", MediaView).show(self.run, verb)  # reads its files while the pane is shown
         self.poll()  # its metrics and config arrive with the next snapshot
 
     def console_path(self, verb: str) -> Path:
