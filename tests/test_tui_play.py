@@ -86,3 +86,29 @@ def test_play_screen_stops_stepping_when_the_episode_ends(tmp_path, monkeypatch)
             assert [r["op"] for r in requests(log)[1:]].count("step") == 3  # no step after the end
 
     asyncio.run(main())
+
+
+def test_run_screen_opens_the_play_screen_on_p(tmp_path, monkeypatch):
+    """`p` on a run's screen opens its dream to play, `w` to watch C (the server gets --agent)."""
+    from tui.app import WMApp
+
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("FAKE_PLAY_LOG", str(log))
+    run = tmp_path / "runs" / "demo"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("run:\n  seed: 0\n")
+
+    async def main() -> None:
+        app = WMApp(run, python=FAKE, poll_interval=0.1)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause(0.3)
+            await pilot.press("p")
+            await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.frames >= 1)
+            assert not app.screen.agent and str(run) in requests(log)[0]["argv"]
+            await pilot.press("escape")
+            await wait_until(pilot, lambda: not isinstance(app.screen, PlayScreen))
+            await pilot.press("w")
+            await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.frames >= 1)
+            assert app.screen.agent and "--agent" in [r for r in requests(log) if "argv" in r][-1]["argv"]
+
+    asyncio.run(main())

@@ -19,6 +19,7 @@ HELP = """\
   [b]r[/b]  resume a resumable stage (same form, stored config)
   [b]s[/b]  stop: SIGTERM to its process group (it checkpoints; resume later)
   [b]o[/b] output  [b]m[/b] metrics  [b]i[/b] media  [b]g[/b] logs/<stage>.log  [b]c[/b] config
+  [b]p[/b]  play in the run's dream (←/→, r restart, t/g τ), [b]w[/b] watch its C there
   [b]esc[/b] back to the run list
 [b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes

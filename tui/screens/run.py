@@ -47,6 +47,8 @@ class RunScreen(Screen[None]):
         Binding("i", "tab('media')", "Media"),
         Binding("g", "tab('logfile')", "Log", show=False),
         Binding("c", "tab('config')", "Config", show=False),
+        Binding("p", "play(False)", "Play"),
+        Binding("w", "play(True)", "Watch C", show=False),
         Binding("escape", "back", "Runs"),
     ]
 
@@ -268,6 +270,12 @@ class RunScreen(Screen[None]):
 
     def action_back(self) -> None:
         self.dismiss()  # the screen's workers and timer stop as it is removed
+
+    def action_play(self, agent: bool) -> None:
+        """Drive in this run's dream (`p`), or watch its C there (`w`): `wm play --serve` behind the play screen."""
+        from tui.screens.play import PlayScreen
+
+        self.app.push_screen(PlayScreen(self.run.path, agent=agent))
 
     def action_launch(self) -> None:
         self._open_form(resume=False)
