@@ -137,7 +137,7 @@ def _truncate(path: Any, size: int) -> None:
             f.truncate(size)
 
 
-def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
+def _load_state(path: Any, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
     try:
         state = pickle.loads(path.read_bytes())
     except Exception as e:  # noqa: BLE001 — any unpickling failure means the same thing to the user
@@ -147,6 +147,9 @@ def _load_state(path: Any, n: int, popsize: int) -> dict[str, Any]:
             f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
             f"the config asks {n} × {popsize}; rerun with --force to start afresh"
         )
+    held = state["es"].get("algorithm", "cma")
+    if held != algorithm:
+        raise WMError(f"{path} holds a {held} state but es.algorithm is {algorithm}; rerun with --force to start afresh")
     return state
 
 
@@ -164,7 +167,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
     from wm.es.budget import Curriculum, check_budget, fitness_budget
-    from wm.es.cmaes import CMAES
+    from wm.es.others import es_from_state, make_es
     from wm.metrics import make_logger
     from wm.models.controller import Controller
 
@@ -179,13 +182,11 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     if getattr(args, "force", False):
         state_path.unlink(missing_ok=True)
     if state_path.exists():
-        st = _load_state(state_path, n, P)
-        es = CMAES.from_state(st["es"])
+        st = _load_state(state_path, n, P, str(es_cfg.algorithm))
+        es = es_from_state(st["es"])
     else:
         x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
-        es = CMAES(
-            n, P, es_cfg.sigma0, es_cfg.weight_decay, int(es_cfg.seed), es_cfg.antithetic, x0=x0, diagonal=es_cfg.cma_diagonal
-        )
+        es = make_es(es_cfg, n, x0)
         st = {
             "version": STATE_VERSION,
             "n_params": n,
@@ -213,8 +214,9 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
         log.info(
-            "%s CMA-ES: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s",
+            "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s",
             "resuming" if gen0 else "starting",
+            {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(str(es_cfg.algorithm), es_cfg.algorithm),
             n,
             P,
             K,
