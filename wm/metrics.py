@@ -1,4 +1,5 @@
-"""One metrics call, three sinks: `metrics/<stage>.jsonl`, TensorBoard under `tb/<stage>/`, a console line.
+"""One metrics call, several sinks: `metrics/<stage>.jsonl` (always), a console line, and those `metrics.sinks` names:
+TensorBoard under `tb/<stage>/` (default) and MLflow (`wm.mlflow_sink`, off by default).
 
     with make_logger(run, "train-vae") as log:
         log.info("training on %d episodes", n)          # → logs/vae.log and the console
@@ -33,8 +34,10 @@ class Logger:
         self.metrics_path = run.metrics_path(st.verb)
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         self._jsonl = open(self.metrics_path, "a")
-        self._tb = None
-        if tensorboard:
+        self._tb = self._mlflow = None
+        cfg = run.load_config()
+        sinks = list(cfg.metrics.sinks) if cfg is not None else ["tensorboard"]
+        if tensorboard and "tensorboard" in sinks:
             # tensorboardX (numpy + protobuf only, no TF import) is imported here, not at module level: it adds
             # ~35 ms that readers of this module (e.g. `last_record`) do not need. The pid suffix keeps two
             # processes that open the same stage in the same second from sharing one file name.
@@ -55,6 +58,10 @@ class Logger:
             ch = logging.StreamHandler(sys.stdout)
             ch.setFormatter(logging.Formatter(f"[{st.name}] %(message)s"))
             self._log.addHandler(ch)
+        if "mlflow" in sinks:
+            from wm.mlflow_sink import MlflowSink
+
+            self._mlflow = MlflowSink(run, cfg, st.verb, run.stage_dir(st.verb), self.warning)
 
     # -- human log
     def info(self, msg: str, *args: Any) -> None:
@@ -85,6 +92,8 @@ class Logger:
             for k, v in clean.items():
                 if math.isfinite(v):
                     self._tb.add_scalar(k, v, int(step))
+        if self._mlflow is not None:
+            self._mlflow.scalars(int(step), clean)
         now = time.time()
         if console is True or (not isinstance(console, bool) and now - self._last_console >= console):
             self._last_console = now
@@ -95,6 +104,8 @@ class Logger:
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
+        if self._mlflow is not None:
+            self._mlflow.close()  # the stage's pictures and GIFs, now that it wrote them
         for h in list(self._log.handlers):
             h.close()
             self._log.removeHandler(h)

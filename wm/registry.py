@@ -263,7 +263,7 @@ VERBS: tuple[Stage | Tool, ...] = (TOOLS[0], *STAGES, *TOOLS[1:])
 
 # Sections that may change at any time: `iterate` only shapes the rounds, which are runs with their own config;
 # `data` (max_bad_share) is a tolerance that shapes no artifact, so a rerun may loosen or tighten it.
-FREE_SECTIONS = ("iterate", "data")
+FREE_SECTIONS = ("iterate", "data", "metrics")
 # `run` and `env` belong to no stage: they may not change once any stage has started.
 GLOBAL_SECTIONS = ("run", "env")
 
