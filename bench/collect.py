@@ -54,7 +54,7 @@ def raw_speed(cfg, steps: int) -> float:
     from wm.envs.policies import make_policy
 
     env = make_env(cfg, seed=0)
-    policy = make_policy(cfg, np.random.default_rng(0), action_dim(cfg.env.name))
+    policy = make_policy(cfg, np.random.default_rng(0), action_dim(cfg))
     obs, _ = env.reset()
     t0 = time.perf_counter()
     for _ in range(steps):

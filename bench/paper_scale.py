@@ -75,7 +75,7 @@ def m_collect(cfg, seconds: float) -> dict:
     from wm.envs.policies import make_policy
 
     env = make_env(cfg, seed=0)
-    policy = make_policy(cfg, np.random.default_rng(0), action_dim(cfg.env.name))
+    policy = make_policy(cfg, np.random.default_rng(0), action_dim(cfg))
     obs, _ = env.reset()
     lengths, t, steps, t0 = [], 0, 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds or not lengths:
@@ -194,7 +194,7 @@ def m_mdnrnn(cfg, seconds: float) -> dict:
     from wm.envs import action_dim
     from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step
 
-    m_cfg, a_dim = cfg.mdnrnn, action_dim(cfg.env.name)
+    m_cfg, a_dim = cfg.mdnrnn, action_dim(cfg)
     seq = int(m_cfg.seq_len) - (1 if m_cfg.batching == "episodes" else 0)
     size = {"batch": int(m_cfg.batch_size), "seq": seq, "z": int(cfg.vae.z_dim), "action": a_dim}
     keras.utils.set_random_seed(0)
@@ -243,7 +243,7 @@ def m_real(cfg, seconds: float, renderer: str = "official") -> dict:
     from wm.rollout import RealEvaluator
 
     cfg = update(cfg, {"env": {"renderer": renderer}}) if cfg.env.name == "carracing" else cfg
-    a_dim, m_cfg = action_dim(cfg.env.name), cfg.mdnrnn
+    a_dim, m_cfg = action_dim(cfg), cfg.mdnrnn
     m = MDNRNN(int(cfg.vae.z_dim), a_dim, int(m_cfg.hidden), int(m_cfg.num_mixtures), bool(m_cfg.predict_done))
     c = Controller.from_config(cfg, a_dim)
     n_envs = int(cfg.es.real_envs_per_worker)

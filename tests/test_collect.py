@@ -128,7 +128,7 @@ def test_resume_after_kill_keeps_finished_files(tmp_path):
     from wm.envs import action_dim, make_env
 
     env_ = make_env(cfg)
-    last = collect.collect_slot(cfg, env_, action_dim(cfg.env.name), 9)[0]
+    last = collect.collect_slot(cfg, env_, action_dim(cfg), 9)[0]
     env_.close()
     np.testing.assert_array_equal(read_episode(files[9])["obs"], last["obs"])
 

@@ -161,7 +161,7 @@ def make_evaluator(spec: EvalSpec) -> Any:
         from wm.envs import action_dim
         from wm.models.controller import Controller
 
-        return ToyEvaluator(Controller.from_config(cfg, action_dim(cfg.env.name)).n_params, int(cfg.es.seed))
+        return ToyEvaluator(Controller.from_config(cfg, action_dim(cfg)).n_params, int(cfg.es.seed))
     if spec.kind == "dream":
         from wm.dream import load_dream
 

@@ -126,5 +126,5 @@ def play(
 
     cfg = scoring_config(cfg)
     spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
-    n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
+    n = Controller.from_config(cfg, action_dim(cfg)).n_params
     return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log)

@@ -93,7 +93,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
         raise ValueError(f"load_world: unknown parts {unknown} (expected some of {NEEDS})")
     from wm.models.controller import Controller
 
-    A = action_dim(cfg.env.name)
+    A = action_dim(cfg)
     world = World(cfg, run, Controller.from_config(cfg, A))
     if "vae" in need:
         from wm.models.vae import load_vae

@@ -214,7 +214,7 @@ def episode_spec(cfg) -> dict[str, int]:
     passes the same spec so they all agree on which files are bad."""
     from wm.envs import action_dim  # NumPy only
 
-    return {"frame_size": int(cfg.env.frame_size), "action_dim": action_dim(cfg.env.name)}
+    return {"frame_size": int(cfg.env.frame_size), "action_dim": action_dim(cfg)}
 
 
 def check_folder(folder: str | Path, kind: str = "episode", *, max_bad_share: float = 1.0, log=None, **spec) -> Checked:

@@ -2,6 +2,11 @@
 
 `action_dim` and `m_action` are NumPy-only (no gymnasium import), so M, C and the dream env can use them cheaply.
 `m_action` is the action M sees and episodes store: the post-processed one the env received (§1a, §6).
+
+Besides the paper's two games, any gymnasium pixel env: `env.name: gym:<id>` (e.g. `gym:ALE/Boxing-v5`) with
+`env.actions` saying its action space (`discrete:N` or `box:N`), `env.crop` the rows/columns kept (`wm.envs.gym_env`).
+C outputs N tanh values: a discrete env takes their argmax and M sees it one-hot; a box env scales them to its bounds
+and M sees them as they are. Such names need the config, not just the name: pass `cfg` to `action_dim`/`m_action`.
 """
 
 from __future__ import annotations
@@ -16,23 +21,60 @@ if TYPE_CHECKING:  # annotations only: this module stays NumPy-only at import
     from wm.config import Config
     from wm.envs.base import FrameEnv
 
-ENV_NAMES = ("doom_takecover", "carracing")
+ENV_NAMES = ("doom_takecover", "carracing", "gym:<id>")
+ACTION_KINDS = ("discrete", "box")
 
 
-def action_dim(env_name: str) -> int:
-    """Controller/M action size: 3 for carracing, 1 for doom_takecover."""
-    if env_name == "carracing":
+def _name(env: str | Config) -> str:
+    return env if isinstance(env, str) else str(env.env.name)
+
+
+def gym_actions(env: str | Config) -> tuple[str, int]:
+    """`env.actions` of a gym env: (`discrete` | `box`, N)."""
+    if isinstance(env, str):
+        raise WMError(f"env.name {env!r}: a gym env's actions come from the config (env.actions), pass it")
+    spec = str(env.env.actions)
+    kind, _, n = spec.partition(":")
+    if kind not in ACTION_KINDS or not n.isdigit() or int(n) < 1:
+        raise WMError(f"env.actions must be discrete:N or box:N for {env.env.name!r}, got {spec!r}")
+    return kind, int(n)
+
+
+def action_dim(env: str | Config) -> int:
+    """Controller/M action size: 3 for carracing, 1 for doom_takecover, N of `env.actions` for a gym env."""
+    name = _name(env)
+    if name == "carracing":
         return 3
-    if env_name == "doom_takecover":
+    if name == "doom_takecover":
         return 1
-    raise WMError(f"unknown env.name {env_name!r} (expected one of {ENV_NAMES})")
+    if name.startswith("gym:") and len(name) > 4:
+        return gym_actions(env)[1]
+    raise WMError(f"unknown env.name {name!r} (expected one of {ENV_NAMES})")
 
 
-def m_action(env_name: str, a: np.ndarray) -> np.ndarray:
-    """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); doom `a` unchanged."""
-    action_dim(env_name)
+def action_post(env: str | Config) -> str:
+    """What turns C's tanh output into the action M sees: `car` (§6), `onehot` (a discrete gym env) or `none`."""
+    name = _name(env)
+    action_dim(env)
+    if name == "carracing":
+        return "car"
+    if name.startswith("gym:") and gym_actions(env)[0] == "discrete":
+        return "onehot"
+    return "none"
+
+
+def one_hot_argmax(a: np.ndarray) -> np.ndarray:
+    """One-hot of the argmax over the last axis (a discrete env's action as M sees it)."""
+    a = np.asarray(a, dtype=np.float32)
+    return (np.arange(a.shape[-1]) == np.argmax(a, axis=-1)[..., None]).astype(np.float32)
+
+
+def m_action(env: str | Config, a: np.ndarray) -> np.ndarray:
+    """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); a discrete gym env's
+    one-hot choice; doom and box envs `a` unchanged (clipped to [−1, 1])."""
+    post = action_post(env)
     a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    return car_action(a) if env_name == "carracing" else a
+    return car_action(a) if post == "car" else one_hot_argmax(a) if post == "onehot" else a
 
 
 def car_action(a: np.ndarray) -> np.ndarray:
@@ -67,7 +109,9 @@ def make_env(cfg: Config, seed: int | None = None, keep_raw: bool = False) -> Fr
 
         env = DoomTakeCoverEnv(cfg, keep_raw)
     else:
-        action_dim(cfg.env.name)
-        raise AssertionError
+        action_dim(cfg)  # a gym:<id> name with valid env.actions, or one clear line
+        from wm.envs.gym_env import GymPixelEnv
+
+        env = GymPixelEnv(cfg, keep_raw)
     env.pending_seed = seed
     return env

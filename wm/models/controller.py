@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wm.envs import car_action
+from wm.envs import action_post, car_action, one_hot_argmax
 
 if TYPE_CHECKING:  # annotations only
     from wm.config import Config
@@ -39,6 +39,7 @@ class Controller:
         bias: bool,
         hidden_units: int = 40,
         car_actions: bool | None = None,
+        post: str | None = None,
     ):
         mode = mode.lower()
         if mode not in MODES:
@@ -47,8 +48,12 @@ class Controller:
             raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.z_dim, self.hidden, self.action_dim = mode, int(z_dim), int(hidden), int(action_dim)
         self.bias, self.hidden_units = bool(bias), int(hidden_units)
-        # CarRacing's 3-d action gets the authors' post-processing; Doom's 1-d action goes to M as is (§6).
-        self.car_actions = self.action_dim == 3 if car_actions is None else bool(car_actions)
+        # CarRacing's 3-d action gets the authors' post-processing; Doom's 1-d action goes to M as is (§6); a discrete
+        # gym env's choice goes to M one-hot (`post`, `wm.envs.action_post`)
+        if post is None:
+            post = "car" if (self.action_dim == 3 if car_actions is None else bool(car_actions)) else "none"
+        self.post = post
+        self.car_actions = post == "car"
         sizes = {"z": self.z_dim, "c": self.hidden, "h": self.hidden}
         self.inputs = _INPUTS[mode]
         self.input_dim = sum(sizes[k] for k in self.inputs)
@@ -71,7 +76,7 @@ class Controller:
             action_dim,
             c.bias,
             c.hidden_units,
-            car_actions=cfg.env.name == "carracing",
+            post=action_post(cfg),
         )
 
     def __repr__(self) -> str:
@@ -116,6 +121,8 @@ class Controller:
 
     def postprocess(self, a: np.ndarray) -> np.ndarray:
         """The action the env and M receive: `car_action` for CarRacing, unchanged for Doom (§6)."""
+        if self.post == "onehot":
+            return one_hot_argmax(a)
         return car_action(a) if self.car_actions else a
 
     # ------------------------------------------------------------------ TF
@@ -136,6 +143,8 @@ class Controller:
         """`postprocess` in TF: what the env and M receive from a tanh action (§6)."""
         import tensorflow as tf
 
+        if self.post == "onehot":
+            return tf.one_hot(tf.argmax(a, axis=-1), self.action_dim, dtype=a.dtype)
         if not self.car_actions:
             return a
         return tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)

@@ -55,7 +55,7 @@ def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.rando
     return env_seed, np.random.default_rng(policy_ss)
 
 
-def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
+def rollout(env, policy, env_spec, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
     """One episode of `policy` in `env` (a wm.envs env); returns the episode arrays (see the module docstring)."""
     from wm.envs import m_action
 
@@ -75,7 +75,7 @@ def rollout(env, policy, env_name: str, env_seed: int, ignore_done: bool = False
             break
     return {
         "obs": np.stack(frames).astype(np.uint8),
-        "action": m_action(env_name, np.stack(actions)).astype(np.float32),
+        "action": m_action(env_spec, np.stack(actions)).astype(np.float32),  # env_spec: the config (or a name)
         "reward": np.asarray(rewards, dtype=np.float32),
         "done": np.asarray(dones, dtype=bool),
         "seed": np.int64(env_seed),
@@ -123,7 +123,7 @@ class CollectWorker:
         from wm.envs import action_dim, make_env
 
         self.cfg, self.folder = Config(cfg_dict), Path(folder)
-        self.adim = action_dim(self.cfg.env.name)
+        self.adim = action_dim(self.cfg)
         self.env = make_env(self.cfg)
         self.writer = _Writer()
         self.agent = agent_models(self.cfg, self.folder.parent)
@@ -163,7 +163,7 @@ def collect_slot(
             policy = AgentPolicy(agent, rng, float(c.explore), int(c.hold_min), int(c.hold_max))
         else:
             policy = make_policy(cfg, rng, adim)
-        ep = rollout(env, policy, cfg.env.name, env_seed, bool(cfg.collect.ignore_done))
+        ep = rollout(env, policy, cfg, env_seed, bool(cfg.collect.ignore_done))
         steps += len(ep["done"])
         if len(ep["done"]) > int(cfg.collect.min_length):
             return ep, attempt + 1, steps
@@ -212,7 +212,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
     from wm.envs.policies import POLICIES
     from wm.metrics import make_logger
 
-    action_dim(cfg.env.name)
+    action_dim(cfg)
     if cfg.collect.policy not in POLICIES:
         raise WMError(f"unknown collect.policy {cfg.collect.policy!r} (expected one of {POLICIES})")
     if int(cfg.collect.min_length) >= int(cfg.env.max_steps):

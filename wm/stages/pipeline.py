@@ -106,7 +106,9 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     from wm.status import result_pass
 
     result = result_pass(run)[1].path
-    print("\n  policy            env     steps survived (mean ± std)  episodes")
+    cfg = run.load_config()
+    score = "steps survived" if cfg is None or cfg.env.name == "doom_takecover" else "return        "
+    print(f"\n  policy            env     {score} (mean ± std)  episodes")
     for label, where, mode, tag in rows:
         s = found[where.path].get(tag)
         if s is not None:

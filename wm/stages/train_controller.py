@@ -175,7 +175,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     check_budget(cfg)
     es_cfg = cfg.es
     P, K, G = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations)
-    n = Controller.from_config(cfg, action_dim(cfg.env.name)).n_params
+    n = Controller.from_config(cfg, action_dim(cfg)).n_params
     out = run.stage_dir(VERB)
     out.mkdir(parents=True, exist_ok=True)
     state_path, metrics = run.es_state, run.metrics_path(VERB)

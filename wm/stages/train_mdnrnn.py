@@ -45,7 +45,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
         raise WMError(f"mdnrnn.batching must be episodes or streams, got {m_cfg.batching!r}")
-    a_dim = action_dim(cfg.env.name)
+    a_dim = action_dim(cfg)
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = bool(m_cfg.predict_reward)
         series = load_series(

@@ -1,0 +1,95 @@
+"""Any gymnasium env with a pixel screen as a world-models env: `env.name: gym:<id>` (issue 20).
+
+    --configs atari_boxing tiny                      # the Atari preset (configs/atari.yaml; needs ale-py)
+    --set env.name=gym:CartPole-v1 env.actions=discrete:2 env.crop=[150,350,0,600]   # any other env
+
+The frame is the env's observation when that is an RGB image (Atari), else `render()` in `rgb_array` mode
+(classic control); `env.crop` keeps rows top:bottom and columns left:right (0 for bottom/right: to the edge), then
+`env.preprocess` makes it 64×64 as for the paper's games. Actions come in controller space (tanh outputs):
+`discrete:N` takes the argmax of C's N outputs (the episode stores it one-hot: what M sees), `box:N` scales them
+from [−1, 1] to the space's bounds. `env.gym_kwargs` ("key=value") go to `gymnasium.make` (Atari: frameskip,
+sticky actions).
+Seeding is gymnasium's `reset(seed=...)`; the episode cap is `env.max_steps` (the registry's own TimeLimit stays).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from wm.config import Config
+from wm.envs import gym_actions
+from wm.envs.base import FrameEnv
+from wm.errors import WMError
+
+
+def gym_kwargs(items) -> dict:
+    """`env.gym_kwargs` ["key=value", …] → {key: YAML value}; one clear line for an item without `=`."""
+    import yaml
+
+    out = {}
+    for item in items or []:
+        key, eq, value = str(item).partition("=")
+        if not eq or not key.strip():
+            raise WMError(f"env.gym_kwargs items are key=value, got {item!r}")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def make_gym(env_id: str, kwargs: dict):
+    """`gymnasium.make(env_id, render_mode="rgb_array", **kwargs)`, registering ale-py's envs for ALE/ ids."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    import gymnasium as gym
+
+    if env_id.startswith("ALE/"):
+        try:
+            import ale_py
+        except ImportError:
+            raise WMError(f"env {env_id!r} needs ale-py (pip install ale-py)") from None
+        gym.register_envs(ale_py)
+    try:
+        return gym.make(env_id, render_mode="rgb_array", **kwargs)
+    except gym.error.Error as e:
+        raise WMError(f"gymnasium cannot make {env_id!r}: {str(e).splitlines()[0]}") from None
+
+
+class GymPixelEnv(FrameEnv):
+    """A gymnasium env behind the controller-space, 64×64-frame interface of the paper's games."""
+
+    def __init__(self, cfg: Config, keep_raw: bool = False):
+        self.kind, n = gym_actions(cfg)
+        env_id = str(cfg.env.name)[len("gym:") :]
+        self.inner = make_gym(env_id, gym_kwargs(cfg.env.gym_kwargs))
+        space = self.inner.action_space
+        if self.kind == "discrete" and getattr(space, "n", None) != n:
+            raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
+        if self.kind == "box" and tuple(getattr(space, "shape", ())) != (n,):
+            raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
+        self.low = np.asarray(getattr(space, "low", -1.0), np.float64)
+        self.high = np.asarray(getattr(space, "high", 1.0), np.float64)
+        obs_space = self.inner.observation_space
+        self.pixels = len(getattr(obs_space, "shape", ())) == 3 and obs_space.shape[-1] == 3
+        top, bottom, left, right = (int(v) for v in cfg.env.crop)
+        super().__init__(cfg, (top, bottom or 10**6, left, right or 10**6), n, keep_raw)
+
+    def _frame(self, obs) -> np.ndarray:
+        frame = obs if self.pixels else self.inner.render()
+        return np.asarray(frame, dtype=np.uint8)
+
+    def _reset_inner(self, seed: int | None) -> np.ndarray:
+        obs, _ = self.inner.reset(seed=seed)
+        return self._frame(obs)
+
+    def env_action(self, a: np.ndarray):
+        """Controller-space `a` (N,) → the inner env's action."""
+        if self.kind == "discrete":
+            return int(np.argmax(a))
+        return (self.low + (np.asarray(a, np.float64) + 1.0) / 2.0 * (self.high - self.low)).astype(np.float32)
+
+    def _step_inner(self, a: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
+        obs, reward, terminated, truncated, _ = self.inner.step(self.env_action(a))
+        return self._frame(obs), float(reward), bool(terminated), bool(truncated)
+
+    def close(self) -> None:
+        self.inner.close()
