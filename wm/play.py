@@ -106,7 +106,7 @@ class PlaySession:
         tf = tf_setup.setup(threads=None, gpu=False)
         from wm.world import load_world
 
-        self.cfg, self.real, self.agent, self.tf = cfg, bool(real), bool(agent), tf
+        self.cfg, self.real, self.agent = cfg, bool(real), bool(agent)
         self.env_name = str(cfg.env.name)
         self.next_seed = int(seed)
         need = ("vae", "mdnrnn") + (("params",) if agent else ()) + (() if real else ("initial_z",))
