@@ -250,6 +250,21 @@ def test_xla_step_equals_the_graph_step_and_bad_settings_are_named():
         decode_files(-1)
 
 
+def test_mirrored_step_over_two_devices_is_the_averaged_update(repo_root):
+    """`vae.multi_gpu`'s path, on two logical CPUs: the update equals the mean of the replicas' gradients (the loss is
+    divided by the replica count because Keras sums them); each replica draws its own noise."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(repo_root), "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": "-1"}
+    cmd = [sys.executable, str(repo_root / "tests" / "fixtures" / "mirrored_vae_step.py")]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["replicas"] == 2 and got["norm"] > 0 and got["rel"] < 1e-3, got
+
+
 def test_refuses_without_collect(tmp_path):
     cfg, run = make_run(tmp_path, episodes=1, t=10, done=False)
     with pytest.raises(WMError, match="collect"):
