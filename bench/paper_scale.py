@@ -387,9 +387,11 @@ def main() -> None:
         return
     t0 = time.perf_counter()
     out: dict[str, Any] = {"bench": "paper_scale", "cores": a.cores, "seconds_per_measurement": a.seconds}
+    out["load_before"] = round(os.getloadavg()[0], 2)  # > 0.5 on an idle machine means others share the cores
     for env in a.env:
         out[env] = estimate(env, a, a.cores)
     out["bench_wall_s"] = round(time.perf_counter() - t0, 1)
+    out["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(rounded(out)))
 
 
