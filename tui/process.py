@@ -44,6 +44,15 @@ def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any)
     return stage_command(verb, run, *args, **kw)
 
 
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child `python -m wm ...`: `base` (default this process's), the repo on PYTHONPATH and
+    unbuffered output (its lines reach the UI as they are printed)."""
+    env = dict(os.environ if base is None else base)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 class StageProcess:
     """One launched stage: a process group whose output is appended to `output`."""
 
@@ -60,9 +69,7 @@ class StageProcess:
     def start(self) -> None:
         """Start the command in a new session (its own process group), output appended to `self.output`."""
         self.output.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ if self.env is None else self.env)
-        env["PYTHONUNBUFFERED"] = "1"  # lines reach the file (and the UI) as they are printed
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+        env = child_env(self.env)
         with open(self.output, "ab") as f:
             f.write(f"$ {' '.join(self.argv)}\n".encode())
             f.flush()

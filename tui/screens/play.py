@@ -13,7 +13,6 @@ import asyncio
 import base64
 import io
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +23,7 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
 
-from tui.process import ROOT
+from tui.process import child_env
 
 if TYPE_CHECKING:
     from tui.app import WMApp
@@ -80,9 +79,7 @@ class PlayScreen(Screen[None]):
 
     async def on_mount(self) -> None:
         python = self.python or getattr(self.app, "python", None) or [sys.executable]
-        env = dict(os.environ if getattr(self.app, "env", None) is None else self.app.env)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
-        env["PYTHONUNBUFFERED"] = "1"
+        env = child_env(getattr(self.app, "env", None))
         self.proc = await asyncio.create_subprocess_exec(
             *play_command(list(python), self.run_path, self.real, self.agent),
             stdin=asyncio.subprocess.PIPE,
