@@ -28,7 +28,8 @@ demo: $(STAMP)
 	$(PY) -m wm evaluate --run runs/demo-agent --episodes 10 --gifs 1
 	$(PY) -m wm evaluate --run runs/demo-agent --random --episodes 10 --gifs 0
 	$(PY) -m wm results --runs runs/demo-agent --out runs/demo-agent/results --resamples 2000
-	@echo "== watch it: runs/demo-agent/eval/real/episode_000.gif; browse it: python -m tui runs/demo-agent"
+	@echo "== watch it: runs/demo-agent/eval/real/episode_000.gif. Play in its dream: python -m wm play --run"
+	@echo "   runs/demo-agent (a pygame window; <- -> dodge, r restart), or python -m tui runs/demo-agent and press p"
 
 ## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
 test: $(STAMP)
