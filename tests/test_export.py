@@ -52,7 +52,7 @@ def _trained(tmp_path) -> RunDir:
     return run
 
 
-def test_export_writes_a_half_size_run_that_loads(tmp_path):
+def test_export_writes_a_half_size_run_that_loads(tmp_path, repo_root):
     """float16 V and M (half the bytes, within float16 rounding of the originals), C and dream starts as they were,
     a DONE per stage, the recorded score with its first episodes; a run dir `load_world` opens unchanged."""
     import h5py
@@ -63,6 +63,9 @@ def test_export_writes_a_half_size_run_that_loads(tmp_path):
     out = tmp_path / "agent"
     info = export(run, out, note="made by a test")
     assert info["real"]["mean"] == 300.0 and info["real"]["first_episodes"] == [[1000, 250.0], [1001, 350.0]]
+    here = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=repo_root)
+    if here.returncode == 0:  # exported from a checkout: the suite's commit is recorded
+        assert info["exported_at_commit"] == here.stdout.strip()
     assert json.loads((out / AGENT_FILE).read_text()) == info and "made by a test" in (out / "AGENT.md").read_text()
     agent = RunDir(out)
     for weights in ("vae_weights", "mdnrnn_weights"):

@@ -63,6 +63,19 @@ def half_h5(src: Path, dst: Path) -> None:
         s.visititems(copy)
 
 
+def suite_commit() -> str | None:
+    """The suite's git commit doing the export (None outside a git checkout): the code the agent loads with."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
 def score(run: RunDir, tag: str, first: int = 0) -> dict[str, Any] | None:
     """An evaluation's summary (episodes, mean, std, median, min, max, first and last seed) and, with `first`, the
     (seed, return) of its first episodes: what a user (or a test) checks the exported agent against."""
@@ -117,6 +130,7 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
             "real": score(where, "real", first=10),
             "random": score(src_run, "random") or score(where, "random"),
             "weights_dtype": "float16 (V, M); float32 (C, initial z)",
+            "exported_at_commit": suite_commit(),
         }
         for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
             agent.mark_done(verb, {"exported_from": str(where.path), "pass": name})
