@@ -38,6 +38,17 @@ def penalized_fitness(returns: np.ndarray, params: np.ndarray, weight_decay: flo
     return np.asarray(returns, dtype=np.float64) - weight_decay * np.mean(params**2, axis=1)
 
 
+def told_fitness(returns: np.ndarray, params: np.ndarray, weight_decay: float) -> np.ndarray:
+    """The fitness every optimiser is told: `penalized_fitness`, with a NaN/inf member (a task lost for good,
+    `mpi.pool`) ranked with the generation's worst finite one; ValueError when every member is bad."""
+    fit = penalized_fitness(returns, params, weight_decay)
+    bad = ~np.isfinite(fit)
+    if bad.all():
+        raise ValueError("every member's fitness is NaN/inf")
+    fit[bad] = fit[~bad].min()
+    return fit
+
+
 def member_seeds(rng: np.random.Generator, popsize: int, antithetic: bool) -> np.ndarray:
     """One seed per member; with `antithetic`, members i and i + pop/2 share a seed (the authors' Seeder, §7)."""
     if antithetic:
@@ -154,11 +165,7 @@ class CMAES:
         """
         if self._asked is None:
             raise RuntimeError("call ask() first")
-        fit = penalized_fitness(returns, self._asked, self.weight_decay)
-        bad = ~np.isfinite(fit)
-        if bad.all():
-            raise ValueError("every member's fitness is NaN/inf")
-        fit[bad] = fit[~bad].min()
+        fit = told_fitness(returns, self._asked, self.weight_decay)
         with self._rng(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.es.tell(list(self._asked), list(-fit))  # pycma minimises

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from wm.errors import WMError
-from wm.es.cmaes import episode_seeds, member_seeds, penalized_fitness
+from wm.es.cmaes import episode_seeds, member_seeds, told_fitness
 
 ALGORITHMS = ("cma", "openes", "pepg", "ga")
 
@@ -81,12 +81,7 @@ class _Base:
     def _fitness(self, returns: np.ndarray) -> np.ndarray:
         if self._asked is None:
             raise RuntimeError("call ask() first")
-        fit = penalized_fitness(returns, self._asked, self.weight_decay)
-        bad = ~np.isfinite(fit)
-        if bad.all():
-            raise ValueError("every member's fitness is NaN/inf")
-        fit[bad] = fit[~bad].min()
-        return fit
+        return told_fitness(returns, self._asked, self.weight_decay)
 
     @property
     def mean(self) -> np.ndarray:
