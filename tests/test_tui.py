@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from pilot import wait_until
 
 from tui.app import WMApp
 from tui.model import MetricsTail, Series, find_runs
@@ -68,15 +69,6 @@ def screen(app: WMApp) -> RunScreen:
 
 def cells(app: WMApp, verb: str) -> list[str]:
     return [str(c) for c in screen(app).query_one("#stages").get_row(verb)]
-
-
-async def wait_until(pilot, cond, timeout: float = 10.0) -> None:
-    """Pause the app until `cond()` holds (polling; no wall-clock assertion, just a generous cap)."""
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
 
 
 def gone(pid: int) -> bool:

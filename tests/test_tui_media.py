@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from PIL import Image as PILImage
+from pilot import wait_until
 
 from tui.app import WMApp
 from tui.screens.run import RunScreen
@@ -60,14 +61,6 @@ def view(app: WMApp) -> MediaView:
 def shown(app: WMApp) -> list:
     """The PIL frame each image widget of the Media pane shows now."""
     return [item.query_one(".media-image").image for item in view(app).query(MediaItem)]
-
-
-async def wait_until(pilot, cond, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
 
 
 async def open_media(pilot, app: WMApp, verb: str) -> None:

@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+from pilot import wait_until
 from textual.app import App
 
 from tui.screens.play import HOLD_TICKS, PlayScreen
@@ -24,14 +25,6 @@ class Host(App[None]):
 
     def on_mount(self) -> None:
         self.push_screen(self.screen_to_push)
-
-
-async def wait_until(pilot, cond, timeout: float = 15.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if cond():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition not reached")
 
 
 def requests(log: Path) -> list[dict]:
