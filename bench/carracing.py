@@ -300,14 +300,9 @@ def two_workers(template: Path, work: Path, renderer: str, a: argparse.Namespace
 
 
 # ---------------------------------------------------------------- main
-def machine_busy() -> float:
-    """Busy CPU seconds of the whole machine since boot (/proc/stat)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
+    from bench.train_controller import machine_cpu  # busy CPU seconds of the whole machine (/proc/stat)
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200, help="episode cap (env.max_steps) of raw and agent episodes")
     ap.add_argument("--episodes", type=int, default=4, help="1 worker: episodes per pass")
@@ -329,7 +324,7 @@ def main() -> None:
     a, rest = ap.parse_known_args()
     if a.probe is not None:
         raise SystemExit(probe(a.probe, rest[1:] if rest[:1] == ["--"] else rest))
-    t0, busy0, load0 = time.time(), machine_busy(), os.getloadavg()[0]
+    t0, busy0, load0 = time.time(), machine_cpu(), os.getloadavg()[0]
     result: dict[str, Any] = {
         "machine_cores": os.cpu_count(),
         "episode_steps": a.steps,
@@ -363,7 +358,7 @@ def main() -> None:
             )
     wall = time.time() - t0
     result["wall_s"] = round(wall, 1)
-    result["machine_busy_cores"] = round((machine_busy() - busy0) / wall, 2)
+    result["machine_busy_cores"] = round((machine_cpu() - busy0) / wall, 2)
     result["loadavg_1min"] = [round(load0, 2), round(os.getloadavg()[0], 2)]
     print(json.dumps(result))
 
