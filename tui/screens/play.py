@@ -64,6 +64,7 @@ class PlayScreen(Screen[None]):
         self.temperature: float | None = None
         self.frames = 0  # frames drawn (tests)
         self.last: dict[str, Any] = {}
+        self.closing = False  # set once the screen is leaving: late messages are read and dropped
 
     def compose(self) -> ComposeResult:
         mode = "the real game" if self.real else "M's dream"
@@ -112,34 +113,44 @@ class PlayScreen(Screen[None]):
             except json.JSONDecodeError:
                 continue
             self.waiting = False
+            if self.closing:  # the screen's widgets may already be gone
+                continue
             if msg.get("ready"):
                 self.keys = list(msg.get("keys", []))
                 await self._send({"op": "reset"})
             elif "error" in msg:
-                self.query_one("#play-status", Label).update(f"error: {msg['error']}")
+                self._status(f"error: {msg['error']}")
             elif "png" in msg:
                 self._draw(msg)
         err = b""
         if self.proc.stderr is not None:
             err = await self.proc.stderr.read()
         code = await self.proc.wait()
-        if code:
+        if code and not self.closing:
             lines = [x for x in err.decode(errors="replace").splitlines() if x.strip()]
-            self.query_one("#play-status", Label).update(f"play stopped (exit {code}): {lines[-1] if lines else '?'}")
+            self._status(f"play stopped (exit {code}): {lines[-1] if lines else '?'}")
 
     def _draw(self, msg: dict[str, Any]) -> None:
         from PIL import Image as PILImage
         from textual_image.widget import Image
 
+        frames = list(self.query("#play-frame").results(Image))
+        if not frames:  # the screen is being torn down (the app quit without `escape`)
+            return
         image = PILImage.open(io.BytesIO(base64.b64decode(msg["png"])))
         image.load()
-        self.query_one("#play-frame", Image).image = image
-        self.query_one("#play-wait", Static).display = False
+        frames[0].image = image
+        for wait in self.query("#play-wait").results(Static):
+            wait.display = False
         self.temperature = msg.get("temperature")
         self.last = msg
         self.frames += 1
         held = ", ".join(sorted(self.held)) or "nothing"
-        self.query_one("#play-status", Label).update(f"{msg['status']}   keys: {held}")
+        self._status(f"{msg['status']}   keys: {held}")
+
+    def _status(self, text: str) -> None:
+        for label in self.query("#play-status").results(Label):
+            label.update(text)
 
     async def _tick(self) -> None:
         for k in list(self.held):
@@ -175,6 +186,7 @@ class PlayScreen(Screen[None]):
 
     async def stop(self) -> None:
         """Ask the server to quit, then make sure it is gone."""
+        self.closing = True
         if self.proc is None or self.proc.returncode is not None:
             return
         await self._send({"op": "quit"})
