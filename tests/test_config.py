@@ -11,8 +11,22 @@ from wm.errors import WMError
 
 def test_every_block_only_overrides_known_keys():
     # Loading each block alone proves it names only keys that exist in base.yaml with fitting types.
-    for name in C.blocks():
+    for name, block in C.blocks().items():
         C.load([name])
+        for env in block.get("for_env") or {}:  # and each per-env section after its env's block
+            C.load([env, name])
+
+
+def test_a_preset_applies_the_section_of_the_env_named_before_it():
+    doom, car = C.load(["doom_takecover", "small"]), C.load(["carracing", "small"])
+    sections = C.blocks()["small"]["for_env"]
+    assert doom.collect.episodes == sections["doom_takecover"]["collect"]["episodes"] == 1000
+    assert car.collect.episodes == sections["carracing"]["collect"]["episodes"] == 300
+    assert (doom.es.fitness, car.es.fitness) == ("dream", "real")  # the env blocks survive the preset
+    assert car.iterate.rounds == 0 and doom.iterate.rounds > 0  # no Doom setting leaks into the car recipe
+    assert car.env.renderer == "fast" and doom.env.renderer == "official"
+    with pytest.raises(WMError, match="'small' has settings for carracing, doom_takecover only, not env 'gym:ALE"):
+        C.load(["atari_boxing", "small"])
 
 
 def test_merge_left_to_right_then_set():

@@ -182,6 +182,23 @@ def blocks(config_dir: Path = CONFIG_DIR) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _apply_block(cfg: Config, name: str, block: Mapping[str, Any]) -> Config:
+    """Apply a named block. A block's `for_env` maps env names to settings applied only for that env (a size preset
+    sized differently per game, e.g. `small`); a block that has such sections but none for the env is refused."""
+    common = {k: v for k, v in block.items() if k != "for_env"}
+    cfg = update(cfg, common, source=f"block {name!r}")
+    sections = block.get("for_env") or {}
+    if not sections:
+        return cfg
+    env = cfg.env.name
+    if env not in sections:
+        raise WMError(
+            f"config block {name!r} has settings for {', '.join(sorted(sections))} only, not env {env!r} "
+            "(name the env's block before it, e.g. --configs carracing small)"
+        )
+    return update(cfg, sections[env] or {}, source=f"block {name!r} (for {env})")
+
+
 def parse_set(items: list[str]) -> dict[str, Any]:
     """Parse `a.b=v` strings; values are read as YAML scalars (`3`, `1e-4`, `true`, `[1, 2]`)."""
     out: dict[str, Any] = {}
@@ -207,7 +224,7 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
         if name.endswith((".yaml", ".yml")) and path.exists():
             cfg = update(cfg, _load_yaml(path), source=str(path))
         elif name in available:
-            cfg = update(cfg, available[name], source=f"block {name!r}")
+            cfg = _apply_block(cfg, name, available[name])
         else:
             raise WMError(
                 f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})"
