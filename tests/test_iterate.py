@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -29,6 +32,26 @@ def test_round_config_chains_rounds():
     assert round_config(_cfg("iterate.warm_start_c=true"), 3).es.init_from == "../round2/controller/best.npz"
     assert (r1.mdnrnn.epochs, r1.es.generations, r1.collect.min_length, r1.iterate.rounds) == (2, 3, 0, 0)
     assert r1.vae.to_dict() == cfg.vae.to_dict() and r1.env.to_dict() == cfg.env.to_dict()
+
+
+def test_iterate_set_overrides_every_round_after_its_own_settings():
+    cfg = _cfg('iterate.set=["es.fitness=real", "es.generations=7", "mdnrnn.dropout=0.1"]')
+    r1, r2 = round_config(cfg, 1), round_config(cfg, 2)
+    assert (r1.es.fitness, r2.es.fitness, r1.es.generations, r2.mdnrnn.dropout) == ("real", "real", 7, 0.1)
+    assert cfg.es.fitness == "dream" and r1.collect.agent_run == ".."  # the base run and the round's own keys stay
+    with pytest.raises(WMError, match="iterate.set cannot change iterate.rounds"):
+        round_config(_cfg('iterate.set=["iterate.rounds=3"]'), 1)
+    with pytest.raises(WMError, match="unknown config key 'es.fitnes' in iterate.set"):
+        round_config(_cfg('iterate.set=["es.fitnes=real"]'), 1)
+
+
+def test_pipeline_refuses_a_round_config_before_the_first_pass(tmp_path, repo_root):
+    run = tmp_path / "car"
+    sets = ["iterate.rounds=1", 'iterate.set=["es.fitness=dream"]']  # CarRacing's dream without the reward head
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run), "--set", *sets]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "needs M's reward head" in done.stderr.strip().splitlines()[-1]
+    assert not run.exists()  # nothing written
 
 
 def _fake_base(path, cfg, done=("collect", "train-vae", "encode", "train-mdnrnn", "train-controller")) -> RunDir:

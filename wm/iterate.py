@@ -68,7 +68,11 @@ def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
         over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
     else:
         over["mdnrnn.steps"] = int(it.mdnrnn_steps)
-    return C.update(cfg, over, source="iterate")
+    extra = C.parse_set([str(x) for x in it.set or []])
+    bad = sorted(k for k in extra if k.startswith("iterate."))
+    if bad:
+        raise WMError(f"iterate.set cannot change {', '.join(bad)}: the rounds' own settings live in the base run")
+    return C.update(C.update(cfg, over, source="iterate"), extra, source="iterate.set")
 
 
 def _link_all(src: Path, dst: Path, files: list[Path]) -> int:

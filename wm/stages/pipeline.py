@@ -23,11 +23,22 @@ from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.errors import WMError
 from wm.format import duration
-from wm.iterate import PassCheck, below_target, best_pass, check_seeds, next_explore, prepare_round, round_dir, stop_reason
+from wm.iterate import (
+    PassCheck,
+    below_target,
+    best_pass,
+    check_seeds,
+    next_explore,
+    prepare_round,
+    round_config,
+    round_dir,
+    stop_reason,
+)
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
 from wm.rundir import RunDir, atomic_write_json, round_dirs
 from wm.stages.report import evaluations
+from wm.stages.train_controller import check_fitness
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -236,7 +247,10 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
 
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
-    cfg = run.bind_config(resolve_config(args), None)
+    cfg = resolve_config(args)
+    if int(cfg.iterate.rounds) > 0 and not args.until:
+        check_fitness(round_config(cfg, 1))  # a round's bad settings (iterate.set) stop it now, not after the first pass
+    cfg = run.bind_config(cfg, None)
     if args.force and (old := round_dirs(run.path)):
         raise WMError(
             f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "

@@ -45,20 +45,29 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def check_upstream(cfg: Config, run: RunDir) -> None:
-    """Refuse to start without the artifacts the fitness needs (no damage to anything on disk)."""
+def check_fitness(cfg: Config) -> None:
+    """Refuse a fitness the config cannot run (the config alone; the pipeline checks its rounds' before starting)."""
+    from wm.es.budget import check_budget
+
     kind = cfg.es.fitness
     if kind not in ("dream", "real", "toy"):
         raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
-    if kind == "toy":
-        return
-    if not run.is_done("train-mdnrnn"):
-        raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
     if kind == "dream" and cfg.env.name == "carracing" and not cfg.mdnrnn.predict_reward:
         raise WMError(
             "es.fitness dream in CarRacing needs M's reward head (mdnrnn.predict_reward: true, then train-mdnrnn): "
             "without it a dream pays +1 per step, Doom's survival reward"
         )
+    check_budget(cfg)
+
+
+def check_upstream(cfg: Config, run: RunDir) -> None:
+    """Refuse to start without the artifacts the fitness needs (no damage to anything on disk)."""
+    check_fitness(cfg)
+    kind = cfg.es.fitness
+    if kind == "toy":
+        return
+    if not run.is_done("train-mdnrnn"):
+        raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
     if kind == "dream" and not run.initial_z.exists():
         raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
     if kind == "real" and not run.is_done("train-vae"):
@@ -166,13 +175,12 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     from mpi import StopFlag, launched_size, make_pool
     from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
-    from wm.es.budget import Curriculum, check_budget, fitness_budget
+    from wm.es.budget import Curriculum, fitness_budget
     from wm.es.others import es_from_state, make_es
     from wm.metrics import make_logger
     from wm.models.controller import Controller
 
     check_upstream(cfg, run)
-    check_budget(cfg)
     es_cfg = cfg.es
     P, K, G = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations)
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
