@@ -49,7 +49,7 @@ def link_world(world: Path, dst: Path) -> None:
 
 
 def summary(run: Path, tag: str) -> dict[str, Any]:
-    d = json.loads((run / "eval" / tag / "summary.json").read_text())
+    d = json.loads(RunDir(run).eval_summary(tag).read_text())
     return {k: round(float(d[k]), 1) for k in ("mean", "std", "median", "min", "max")} | {"episodes": d["episodes"]}
 
 
@@ -66,7 +66,7 @@ def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, An
     if not RunDir(run).is_done("train-controller"):
         subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi, force=True), check=True)
     train_s = time.time() - t
-    if not (run / "eval" / "real" / "summary.json").exists():
+    if not RunDir(run).eval_summary("real").exists():
         subprocess.run(stage_command("evaluate", run, sets=[f"evaluate.episodes={a.episodes}"]), check=True)
     gens = [r for r in records(run) if "es/generation" in r]
     last, evals = gens[-1], [r for r in gens if "es/eval_mean" in r]
@@ -102,7 +102,7 @@ def main() -> None:
     out |= {"trials": int(cfg.es.trials), "mpi_ranks": a.mpi, "sets": a.set}
     random = a.out / "random"
     link_world(world, random)
-    if not (random / "eval" / "random" / "summary.json").exists():
+    if not RunDir(random).eval_summary("random").exists():
         cmd = stage_command("evaluate", random, sets=[f"evaluate.episodes={a.episodes}"]) + ["--random"]
         subprocess.run(cmd, check=True)
     out["random"] = summary(random, "random")
