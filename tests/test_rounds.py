@@ -97,6 +97,34 @@ def test_a_c_below_twice_random_earns_another_round(tmp_path, monkeypatch):
     assert rounds == ["round1"] and doc["result"]["name"] == "first pass"
 
 
+def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):
+    # each round takes 12 min on a fake clock; budget 35 min: rounds 1 and 2 end at 12 and 24, round 3 would end at
+    # 36 > 35 and does not start (a round that merely starts before the budget ran to 36 before)
+    class Clock:
+        now = 0.0
+
+        def time(self):
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(pipeline, "time", clock)
+    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: setattr(clock, "now", clock.now + 12 * 60))
+    scores = [(100, 110), (200, 210), (300, 310), (400, 410), (500, 510)]
+    cfg = _cfg("iterate.max_minutes=35")
+    run = RunDir(tmp_path / "r")
+    run.bind_config(cfg, None)
+    calls = iter(scores)
+    monkeypatch.setattr(pipeline, "prepare_round", lambda base, c, k, e=None: RunDir(base.path / f"round{k}"))
+    monkeypatch.setattr(pipeline, "check_pass", lambda w, c, name: PassCheck(name, str(w.path), *next(calls)))
+    monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: 50.0)
+    monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
+    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
+    assert [r.path.name for r in rounds] == ["round1", "round2"]
+    doc = json.loads(run.rounds_path.read_text())
+    assert doc["stopped"].endswith("another round, as long as the last (12 min), would end at 36 min")
+    assert doc["result"]["name"] == "round2"
+
+
 def test_control_helpers():
     h = [PassCheck("a", "x", 100, 500), PassCheck("b", "y", 300, 310), PassCheck("c", "z", 300, 900)]
     assert best_pass(h) == 1  # the earliest of equal real scores
@@ -106,6 +134,8 @@ def test_control_helpers():
     assert stop_reason([PassCheck("a", "x", 300, 310), PassCheck("b", "y", 100, 110)], cfg, 0.0).startswith("no better")
     assert stop_reason([PassCheck("a", "x", 300, 310), PassCheck("b", "y", 100, 900)], cfg, 0.0) is None  # exploit
     assert "time budget" in stop_reason(h[:1], _cfg("iterate.max_minutes=10"), 11.0)
+    assert stop_reason(h[:2], _cfg("iterate.max_minutes=10", "iterate.patience=3"), 6.0, 0.0, 4.0) is None
+    assert "would end at 11 min" in stop_reason(h[:2], _cfg("iterate.max_minutes=10", "iterate.patience=3"), 6.0, 0.0, 5.0)
     assert check_seeds(cfg)[:2] == [5000000, 5000001] and len(check_seeds(cfg)) == 10
     with pytest.raises(WMError, match="overlaps the evaluation seeds"):
         check_seeds(_cfg("iterate.check_seed=995", "evaluate.episodes=100"))

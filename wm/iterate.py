@@ -149,10 +149,13 @@ def best_pass(history: list[PassCheck]) -> int:
     return max(range(len(history)), key=lambda i: (history[i].real, -i))
 
 
-def stop_reason(history: list[PassCheck], cfg: Config, minutes: float, random: float = 0.0) -> str | None:
+def stop_reason(
+    history: list[PassCheck], cfg: Config, minutes: float, random: float = 0.0, round_minutes: float = 0.0
+) -> str | None:
     """Why no further round starts after the passes in `history` (None: run round len(history)).
 
-    Budgets first (`rounds`, `max_minutes`); then a C that exploits its dream, or a best C still below
+    Budgets first (`rounds`, `max_minutes`: a round that would end past it, taking as long as the last round took,
+    `round_minutes`, does not start); then a C that exploits its dream, or a best C still below
     `target_ratio` × the random policy's score on the check seeds (`random`), always earns another round; otherwise
     the rounds stop after `patience` rounds without a better real check score."""
     it = cfg.iterate
@@ -161,6 +164,11 @@ def stop_reason(history: list[PassCheck], cfg: Config, minutes: float, random: f
         return f"iterate.rounds = {it.rounds} reached"
     if float(it.max_minutes) > 0 and minutes >= float(it.max_minutes):
         return f"time budget iterate.max_minutes = {it.max_minutes} spent ({minutes:.0f} min)"
+    if float(it.max_minutes) > 0 and minutes + round_minutes > float(it.max_minutes):
+        return (
+            f"time budget iterate.max_minutes = {it.max_minutes}: another round, as long as the last "
+            f"({round_minutes:.0f} min), would end at {minutes + round_minutes:.0f} min"
+        )
     if history[-1].exploits(float(it.exploit_ratio)):
         return None  # the last C exploits M: the next round's data (its own failures) is what removes the exploit
     if below_target(history, cfg, random):

@@ -220,7 +220,9 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         return rounds
     random = random_check(run, cfg)
     history, rounds = [check_pass(run, cfg, "first pass")], []
-    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60, random)) is None:
+    last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
+    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60, random, last_round)) is None:
+        started = time.time()
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg, random)
         write_rounds(run, cfg, history, None, random)
@@ -236,6 +238,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
         rounds.append(child)
         history.append(check_pass(child, child.load_config(), child.path.name))
+        last_round = (time.time() - started) / 60
     doc = write_rounds(run, cfg, history, reason, random)
     print(
         f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
