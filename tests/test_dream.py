@@ -252,13 +252,15 @@ def test_done_sampling_threshold_vs_bernoulli(world):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
 
 
-def test_carracing_dream_needs_the_reward_head(tmp_path):
-    """Without M's reward head a CarRacing dream would pay +1 per step (Doom's reward): refused, one line."""
+@pytest.mark.parametrize("env", ["carracing", "atari_boxing"])
+def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
+    """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and
+    any gym env (Boxing without a done head would also run every dream to the cap: every member scores the same)."""
     from wm.config import load
     from wm.rundir import RunDir
     from wm.stages.train_controller import check_upstream
 
-    cfg = load(["carracing", "tiny"], ["es.fitness=dream"])
+    cfg = load([env, "tiny"], ["es.fitness=dream", "mdnrnn.predict_reward=false"])
     run = RunDir(tmp_path / "run")
     run.bind_config(cfg)
     run.stage_dir("train-mdnrnn").mkdir(parents=True)

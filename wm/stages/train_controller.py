@@ -52,10 +52,10 @@ def check_fitness(cfg: Config) -> None:
     kind = cfg.es.fitness
     if kind not in ("dream", "real", "toy"):
         raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
-    if kind == "dream" and cfg.env.name == "carracing" and not cfg.mdnrnn.predict_reward:
+    if kind == "dream" and cfg.env.name != "doom_takecover" and not cfg.mdnrnn.predict_reward:
         raise WMError(
-            "es.fitness dream in CarRacing needs M's reward head (mdnrnn.predict_reward: true, then train-mdnrnn): "
-            "without it a dream pays +1 per step, Doom's survival reward"
+            f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
+            "train-mdnrnn): without it a dream pays +1 per step, DoomTakeCover's survival reward"
         )
     check_budget(cfg)
 
