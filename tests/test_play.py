@@ -33,6 +33,17 @@ def test_keys_map_to_controller_actions():
     np.testing.assert_allclose(key_action("carracing", {"right", "up", "down"}), [1.0, 1.0, 0.8])
 
 
+def test_keys_are_refused_where_no_mapping_exists(tmp_path):
+    """A gym env's 18 Atari actions have no keys: playing is refused in one line before anything loads (the Doom
+    keys' one column once reached M's 18-wide action input); watching C (--agent) is still allowed."""
+    from wm.config import load
+    from wm.errors import WMError
+
+    with pytest.raises(WMError, match=r"no keyboard mapping for gym:ALE/Boxing-v5's actions .* --agent"):
+        PlaySession(load(["atari_boxing", "tiny"]), RunDir(tmp_path / "nothing"))
+    assert not (tmp_path / "nothing").exists()
+
+
 def test_dream_episode_follows_the_keys_ends_and_restarts(agent):
     """Keys are M's input (different keys, different dream), the episode ends at dream.max_steps, r starts anew."""
     run, cfg = agent

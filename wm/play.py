@@ -101,6 +101,11 @@ class PlaySession:
     C's (`agent`). `reset()` and `step(keys)` return a `Frame`."""
 
     def __init__(self, cfg, run, real: bool = False, agent: bool = False, temperature: float | None = None, seed: int = 0):
+        if not agent and str(cfg.env.name) not in ("doom_takecover", "carracing"):
+            raise WMError(
+                f"no keyboard mapping for {cfg.env.name}'s actions (keys drive DoomTakeCover and CarRacing): "
+                "watch C play with --agent (w in the TUI)"
+            )
         from wm import tf_setup
 
         tf = tf_setup.setup(threads=None, gpu=False)
