@@ -27,6 +27,11 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it():
     assert car.env.renderer == "fast" and doom.env.renderer == "official"
     with pytest.raises(WMError, match="'small' has settings for carracing, doom_takecover only, not env 'gym:ALE"):
         C.load(["atari_boxing", "small"])
+    # the env named after the preset (or by --set) would keep the other game's recipe: refused, one line
+    with pytest.raises(WMError, match=r"'small' applied its doom_takecover settings, then env.name became 'carracing'"):
+        C.load(["small", "carracing"])
+    with pytest.raises(WMError, match=r"then env.name became 'carracing': .* --configs carracing small"):
+        C.load(["doom_takecover", "small"], ["env.name=carracing"])
 
 
 def test_merge_left_to_right_then_set():

@@ -219,14 +219,24 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
     """
     cfg = defaults(config_dir)
     available = blocks(config_dir)
+    per_env: list[tuple[str, str]] = []  # (block, env its for_env section was applied for)
     for name in names:
         path = Path(name)
         if name.endswith((".yaml", ".yml")) and path.exists():
             cfg = update(cfg, _load_yaml(path), source=str(path))
         elif name in available:
             cfg = _apply_block(cfg, name, available[name])
+            if available[name].get("for_env"):
+                per_env.append((name, str(cfg.env.name)))
         else:
             raise WMError(
                 f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})"
             )
-    return update(cfg, parse_set(sets or []), source="--set")
+    cfg = update(cfg, parse_set(sets or []), source="--set")
+    for name, env in per_env:
+        if str(cfg.env.name) != env:
+            raise WMError(
+                f"config block {name!r} applied its {env} settings, then env.name became {cfg.env.name!r}: name the "
+                f"env's block before it (e.g. --configs {cfg.env.name} {name})"
+            )
+    return cfg
