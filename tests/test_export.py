@@ -83,6 +83,9 @@ def test_export_writes_a_half_size_run_that_loads(tmp_path, repo_root):
         assert y.dtype == np.float32
         np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4)
     np.testing.assert_array_equal(b.params, a.params)
+    # the mean's C was never scored by eval/real (evaluate.params: best): no score is attributed to it
+    run.params("best").rename(run.params("mean"))
+    assert export(run, tmp_path / "mean-agent", params="mean")["real"] is None
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 

@@ -127,7 +127,8 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
             "chosen_by": how,
             "params": params,
             "note": note,
-            "real": score(where, "real", first=10),
+            # eval/real scored evaluate.params' C: recorded only when that is the C exported
+            "real": score(where, "real", first=10) if params == str(where.load_config().evaluate.params) else None,
             "random": score(src_run, "random") or score(where, "random"),
             "weights_dtype": "float16 (V, M); float32 (C, initial z)",
             "exported_at_commit": suite_commit(),
