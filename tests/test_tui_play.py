@@ -84,6 +84,28 @@ def test_play_screen_stops_stepping_when_the_episode_ends(tmp_path, monkeypatch)
     asyncio.run(main())
 
 
+def test_a_chatty_server_does_not_freeze_the_screen_and_its_last_line_shows_when_it_fails(tmp_path, monkeypatch):
+    """The server's stderr is read as it comes: 2,000 lines (≈ 200 kB, over a pipe's 64 kB) before its first frame
+    once blocked it for good; a server that stops shows its last stderr line."""
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("FAKE_PLAY_LOG", str(log))
+    monkeypatch.setenv("FAKE_PLAY_STDERR_LINES", "2000")
+
+    async def main(fail: bool) -> None:
+        screen = PlayScreen(tmp_path / "run", python=FAKE)
+        async with Host(screen).run_test(size=(80, 30)) as pilot:
+            if fail:
+                await wait_until(pilot, lambda: "play stopped" in str(screen.query_one("#play-status").render()))
+                assert str(screen.query_one("#play-status").render()) == "play stopped (exit 3): error: the last line"
+            else:
+                await wait_until(pilot, lambda: screen.frames >= 2)
+            await screen.stop()
+
+    asyncio.run(main(False))
+    monkeypatch.setenv("FAKE_PLAY_FAIL", "1")
+    asyncio.run(main(True))
+
+
 def test_run_screen_opens_the_play_screen_on_p(tmp_path, monkeypatch):
     """`p` on a run's screen opens its dream to play, `w` to watch C (the server gets --agent)."""
     from tui.app import WMApp

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import io
 import json
 import sys
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 TICK_S = 0.12  # a step request every tick (one in flight at a time)
 HOLD_TICKS = 4  # a key press holds its key this many ticks
+STDERR_LINES = 50  # the server's last stderr lines kept (the last one is shown if it stops)
 
 
 def play_command(python: list[str], run: Path, real: bool = False, agent: bool = False, seed: int = 0) -> list[str]:
@@ -88,6 +90,8 @@ class PlayScreen(Screen[None]):
             stderr=asyncio.subprocess.PIPE,
             env=env,
         )
+        self.stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
+        self._drain = asyncio.create_task(self._read_stderr())
         self.run_worker(self._read(), exclusive=True, group="play-reader")
         self.set_interval(TICK_S, self._tick)
 
@@ -101,6 +105,14 @@ class PlayScreen(Screen[None]):
             self.waiting = obj.get("op") != "quit"
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    async def _read_stderr(self) -> None:
+        """Read the server's stderr as it comes (a full pipe would block the server and freeze the screen), keeping
+        its last lines for the message if it stops."""
+        assert self.proc is not None and self.proc.stderr is not None
+        while line := await self.proc.stderr.readline():
+            if text := line.decode(errors="replace").strip():
+                self.stderr_tail.append(text)
 
     async def _read(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None
@@ -122,13 +134,10 @@ class PlayScreen(Screen[None]):
                 self._status(f"error: {msg['error']}")
             elif "png" in msg:
                 self._draw(msg)
-        err = b""
-        if self.proc.stderr is not None:
-            err = await self.proc.stderr.read()
+        await self._drain
         code = await self.proc.wait()
         if code and not self.closing:
-            lines = [x for x in err.decode(errors="replace").splitlines() if x.strip()]
-            self._status(f"play stopped (exit {code}): {lines[-1] if lines else '?'}")
+            self._status(f"play stopped (exit {code}): {self.stderr_tail[-1] if self.stderr_tail else '?'}")
 
     def _draw(self, msg: dict[str, Any]) -> None:
         from PIL import Image as PILImage
