@@ -64,13 +64,15 @@ def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, An
     sets = [f"es.algorithm={alg}", f"es.generations={a.generations}", *a.set]
     t = time.time()
     if not RunDir(run).is_done("train-controller"):
-        subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi, force=True), check=True)
+        # no --force: a killed algorithm resumes from its es_state (es.* are train-controller's own settings)
+        subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi), check=True)
     train_s = time.time() - t
     if not RunDir(run).eval_summary("real").exists():
         subprocess.run(stage_command("evaluate", run, sets=[f"evaluate.episodes={a.episodes}"]), check=True)
     gens = [r for r in records(run) if "es/generation" in r]
     last, evals = gens[-1], [r for r in gens if "es/eval_mean" in r]
-    steps = sum(float(r["es/len_mean"]) for r in gens) * a.popsize_trials
+    es = RunDir(run).load_config().es  # the settings it trained with (--set included)
+    steps = sum(float(r["es/len_mean"]) for r in gens) * int(es.popsize) * int(es.trials)
     elapsed = float(last["es/elapsed"])
     return {
         "generations": int(last["es/generation"]),
@@ -97,9 +99,8 @@ def main() -> None:
     if not RunDir(world).is_done("train-mdnrnn"):
         sys.exit(f"error: {world} has not finished train-mdnrnn (no world to train C in)")
     cfg = RunDir(world).load_config()
-    a.popsize_trials = int(cfg.es.popsize) * int(cfg.es.trials)
     out: dict[str, Any] = {"bench": "es_compare", "world": str(a.world), "popsize": int(cfg.es.popsize)}
-    out |= {"trials": int(cfg.es.trials), "mpi_ranks": a.mpi, "sets": a.set}
+    out |= {"trials": int(cfg.es.trials), "mpi_ranks": a.mpi, "sets": a.set}  # the world's; --set may change them
     random = a.out / "random"
     link_world(world, random)
     if not RunDir(random).eval_summary("random").exists():
