@@ -19,7 +19,7 @@ def _run(tmp_path, sinks: str) -> RunDir:
     return run
 
 
-def test_one_mlflow_run_per_run_dir_with_params_metrics_and_media(tmp_path):
+def test_one_mlflow_run_per_run_dir_with_params_metrics_and_media(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     run = _run(tmp_path, "[tensorboard, mlflow]")
@@ -29,6 +29,8 @@ def test_one_mlflow_run_per_run_dir_with_params_metrics_and_media(tmp_path):
         run.stage_dir("train-vae").mkdir()
         (run.stage_dir("train-vae") / "reconstructions.png").write_bytes(b"\x89PNG fake")
         (run.stage_dir("train-vae") / "vae.weights.h5").write_bytes(b"not media")
+    # a later stage with another store in the environment: the run's MLflow run stays in the store that made it
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://elsewhere")
     with make_logger(run, "evaluate", console=False) as log:
         log.scalars(0, {"eval/mean": 300.0})
         (run.eval_dir("real")).mkdir(parents=True)

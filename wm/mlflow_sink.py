@@ -43,6 +43,9 @@ class MlflowSink:
             uri = str(cfg.metrics.mlflow_uri) or os.environ.get("MLFLOW_TRACKING_URI", "")
             if not uri:
                 uri = (Path(run.path).resolve() / "mlruns").as_uri()
+            stored = Path(run.path) / RUN_FILE
+            if stored.exists():  # the run's MLflow run lives in the store that created it, whatever is set now
+                uri = str(json.loads(stored.read_text()).get("tracking_uri") or uri)
             if uri.startswith("file:"):
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             self.client = MlflowClient(tracking_uri=uri)
