@@ -33,8 +33,7 @@ import numpy as np
 
 from wm.errors import WMError
 
-DOOM_KEYS = ("left", "right")
-CAR_KEYS = ("left", "right", "up", "down")
+KEYS = {"doom_takecover": ("left", "right"), "carracing": ("left", "right", "up", "down")}  # the envs keys can drive
 SCALE = 4  # a 64×64 frame is drawn 256×256
 
 
@@ -101,7 +100,7 @@ class PlaySession:
     C's (`agent`). `reset()` and `step(keys)` return a `Frame`."""
 
     def __init__(self, cfg, run, real: bool = False, agent: bool = False, temperature: float | None = None, seed: int = 0):
-        if not agent and str(cfg.env.name) not in ("doom_takecover", "carracing"):
+        if not agent and str(cfg.env.name) not in KEYS:
             raise WMError(
                 f"no keyboard mapping for {cfg.env.name}'s actions (keys drive DoomTakeCover and CarRacing): "
                 "watch C play with --agent (w in the TUI)"
@@ -273,7 +272,7 @@ def serve(session: PlaySession, stdin=None, stdout=None) -> int:
         stdout.write(json.dumps(obj) + "\n")
         stdout.flush()
 
-    keys = DOOM_KEYS if session.env_name != "carracing" else CAR_KEYS
+    keys = KEYS.get(session.env_name, ())  # none for an env only C can drive (--agent)
     send({"ready": True, "env": session.env_name, "mode": "real" if session.real else "dream", "keys": list(keys)})
     for line in stdin:
         if not line.strip():

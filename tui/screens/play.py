@@ -61,7 +61,7 @@ class PlayScreen(Screen[None]):
         self.python = python
         self.proc: asyncio.subprocess.Process | None = None
         self.held: dict[str, int] = {}  # key -> ticks left
-        self.keys: list[str] = []  # the keys the server accepts
+        self.keys: list[str] | None = None  # the keys the server accepts, once it is ready (none: only C drives)
         self.waiting = False  # a request is in flight
         self.temperature: float | None = None
         self.frames = 0  # frames drawn (tests)
@@ -166,7 +166,7 @@ class PlayScreen(Screen[None]):
             self.held[k] -= 1
             if self.held[k] <= 0:
                 del self.held[k]
-        if self.waiting or not self.keys or self.last.get("done"):
+        if self.waiting or self.keys is None or self.last.get("done"):
             return
         await self._send({"op": "step", "keys": sorted(k for k in self.held if k in self.keys)})
 
