@@ -37,27 +37,24 @@ class MlflowSink:
         self.run, self.verb, self.folder, self.warn = run, verb, Path(folder), warn
         self.client = self.run_id = None
         try:
-            import mlflow
             from mlflow.tracking import MlflowClient
 
             uri = str(cfg.metrics.mlflow_uri) or os.environ.get("MLFLOW_TRACKING_URI", "")
             if not uri:
                 uri = (Path(run.path).resolve() / "mlruns").as_uri()
-            stored = Path(run.path) / RUN_FILE
-            if stored.exists():  # the run's MLflow run lives in the store that created it, whatever is set now
-                uri = str(json.loads(stored.read_text()).get("tracking_uri") or uri)
+            path = Path(run.path) / RUN_FILE
+            stored = json.loads(path.read_text()) if path.exists() else {}
+            uri = str(stored.get("tracking_uri") or uri)  # the run's MLflow run lives in the store that created it
             if uri.startswith("file:"):
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             self.client = MlflowClient(tracking_uri=uri)
-            self.run_id = self._run_id(cfg, mlflow)
+            self.run_id = str(stored["run_id"]) if stored else self._new_run(cfg, path)
             self.client.set_tag(self.run_id, f"stage.{verb}", time.strftime("%Y-%m-%d %H:%M:%S"))
         except Exception as e:  # noqa: BLE001 — any failure of the optional sink: say so once, carry on
             self._give_up(e)
 
-    def _run_id(self, cfg, mlflow) -> str:
-        path = Path(self.run.path) / RUN_FILE
-        if path.exists():
-            return str(json.loads(path.read_text())["run_id"])
+    def _new_run(self, cfg, path: Path) -> str:
+        """Create the directory's MLflow run with the config as params; its id (and store) go to `path`."""
         name = str(cfg.metrics.mlflow_experiment) or "world-models"
         exp = self.client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
