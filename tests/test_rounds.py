@@ -30,9 +30,11 @@ def _cfg(*sets: str) -> C.Config:
     )
 
 
-def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str, random: float = 50.0):
+def _drive(
+    tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str, random: float = 50.0, round_minutes: float = 0
+):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
-    returns (rounds run, explores, rounds.json)."""
+    with `round_minutes`, on a fake clock where each round takes that long. Returns (rounds run, explores, rounds.json)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -53,8 +55,20 @@ def _drive(tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str,
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
+    t0 = __import__("time").time()
+    if round_minutes:
+
+        class Clock:
+            now = t0
+
+            def time(self):
+                return self.now
+
+        clock = Clock()
+        monkeypatch.setattr(pipeline, "time", clock)
+        monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: setattr(clock, "now", clock.now + round_minutes * 60))
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
-    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=__import__("time").time())
+    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
 
@@ -100,27 +114,9 @@ def test_a_c_below_twice_random_earns_another_round(tmp_path, monkeypatch):
 def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):
     # each round takes 12 min on a fake clock; budget 35 min: rounds 1 and 2 end at 12 and 24, round 3 would end at
     # 36 > 35 and does not start (a round that merely starts before the budget ran to 36 before)
-    class Clock:
-        now = 0.0
-
-        def time(self):
-            return self.now
-
-    clock = Clock()
-    monkeypatch.setattr(pipeline, "time", clock)
-    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: setattr(clock, "now", clock.now + 12 * 60))
     scores = [(100, 110), (200, 210), (300, 310), (400, 410), (500, 510)]
-    cfg = _cfg("iterate.max_minutes=35")
-    run = RunDir(tmp_path / "r")
-    run.bind_config(cfg, None)
-    calls = iter(scores)
-    monkeypatch.setattr(pipeline, "prepare_round", lambda base, c, k, e=None: RunDir(base.path / f"round{k}"))
-    monkeypatch.setattr(pipeline, "check_pass", lambda w, c, name: PassCheck(name, str(w.path), *next(calls)))
-    monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: 50.0)
-    monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
-    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
-    assert [r.path.name for r in rounds] == ["round1", "round2"]
-    doc = json.loads(run.rounds_path.read_text())
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=35", round_minutes=12)
+    assert rounds == ["round1", "round2"]
     assert doc["stopped"].endswith("another round, as long as the last (12 min), would end at 36 min")
     assert doc["result"]["name"] == "round2"
 
