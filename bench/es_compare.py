@@ -61,17 +61,18 @@ def records(run: Path) -> list[dict[str, Any]]:
 def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, Any]:
     run = out / alg
     link_world(world, run)
+    rd = RunDir(run)
     sets = [f"es.algorithm={alg}", f"es.generations={a.generations}", *a.set]
     t = time.time()
-    if not RunDir(run).is_done("train-controller"):
+    if not rd.is_done("train-controller"):
         # no --force: a killed algorithm resumes from its es_state (es.* are train-controller's own settings)
         subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi), check=True)
     train_s = time.time() - t
-    if not RunDir(run).eval_summary("real").exists():
+    if not rd.eval_summary("real").exists():
         subprocess.run(stage_command("evaluate", run, sets=[f"evaluate.episodes={a.episodes}"]), check=True)
     gens = [r for r in records(run) if "es/generation" in r]
     last, evals = gens[-1], [r for r in gens if "es/eval_mean" in r]
-    es = RunDir(run).load_config().es  # the settings it trained with (--set included)
+    es = rd.load_config().es  # the settings it trained with (--set included)
     steps = sum(float(r["es/len_mean"]) for r in gens) * int(es.popsize) * int(es.trials)
     elapsed = float(last["es/elapsed"])
     return {
