@@ -184,3 +184,18 @@ def test_real_rollouts_depend_only_on_seed_and_params():
     np.testing.assert_array_equal(r2[1], r1[0, ::-1])
     np.testing.assert_array_equal(l2, r2.astype(np.int64))  # TakeCover: +1 per step survived
     assert (l2 <= 60).all() and len(two.frames) == 1 and len(two.frames[0]) == l2[0, 0] + 1
+
+
+def test_extend_continues_a_finished_training_from_its_checkpoint(tmp_path, capsys):
+    from wm.cli import main
+
+    straight = stage(toy_cfg(), tmp_path / "a")  # 4 generations in one go
+    b = RunDir(tmp_path / "b")
+    cmd = ["train-controller", "--configs", "doom_takecover", "tiny", "--run", str(b.path)]
+    sets = ["--set", "es.fitness=toy", "es.eval_every=2"]
+    assert main([*cmd, *sets, "es.generations=2"]) == 0 and b.is_done("train-controller")
+    assert main([*cmd, *sets, "es.generations=4"]) == 0  # DONE: not rerun, the change not applied
+    assert "already done" in capsys.readouterr().out and len(history(b)) == 2
+    assert main([*cmd, "--extend", *sets, "es.generations=4"]) == 0
+    assert history(b) == history(straight) and [r["es/generation"] for r in history(b)] == [1, 2, 3, 4]
+    assert b.is_done("train-controller")

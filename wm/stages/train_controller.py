@@ -9,7 +9,8 @@ last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes; the b
 `controller/best.npz`. Every generation: `controller/mean.npz` and `controller/es_state.pkl` (pycma state, the
 generation, every RNG state, the byte offset of `metrics/controller.jsonl`), all written atomically. A rerun
 resumes from `es_state.pkl` and truncates history lines written after it, so 2 + (kill) + 2 generations give
-the same history as 4 in one go. `--force` starts afresh. SIGINT/SIGTERM: the master stops at once (the
+the same history as 4 in one go. `--force` starts afresh; `--extend` (with a larger `es.generations`) continues a
+finished training from its checkpoint. SIGINT/SIGTERM: the master stops at once (the
 generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their envs) and
 exits; rerunning the command resumes.
 
@@ -42,6 +43,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
         default=0,
         metavar="N",
         help="stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations",
+    )
+    p.add_argument(
+        "--extend",
+        action="store_true",
+        help="continue a finished training from its es_state.pkl to a larger es.generations (with --set "
+        "es.generations=N); rerun evaluate --force afterwards",
     )
 
 
