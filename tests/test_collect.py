@@ -160,3 +160,33 @@ def test_corrupt_files_reported_and_regenerated(tmp_path, capsys):
     assert s["episodes"] == 3 and s["frames"] == sum(lengths) and s["length_min"] == min(lengths)
     assert s["length_max"] == max(lengths) and s["length_median"] == float(np.median(lengths))
     assert [b["file"] for b in s["bad_files"]] == ["ep_000007.npz"]
+
+
+class _OffField:
+    """A stand-in env whose episode 'terminates' from step 3 on, every step, as CarRacing does off the playfield."""
+
+    def reset(self, seed=None):
+        self.t = 0
+        return np.zeros((64, 64, 3), np.uint8), {}
+
+    def step(self, a):
+        self.t += 1
+        off = self.t >= 3
+        return np.full((64, 64, 3), self.t, np.uint8), (-100.0 if off else 1.0), off, self.t >= 8, {}
+
+
+class _Zero:
+    def reset(self):
+        pass
+
+    def act(self, obs):
+        return np.zeros(1, np.float32)
+
+
+def test_ignore_done_plays_on_but_records_the_termination():
+    """`collect.ignore_done` (CarRacing, §1a) keeps stepping to the cap, and the done flags say where the real game
+    ended, so M's loader can cut the episode there; without it the episode ends at the first termination."""
+    on = collect.rollout(_OffField(), _Zero(), "doom_takecover", 0, ignore_done=True)
+    assert len(on["done"]) == 8 and list(np.flatnonzero(on["done"])) == [2, 3, 4, 5, 6, 7]
+    off = collect.rollout(_OffField(), _Zero(), "doom_takecover", 0)
+    assert len(off["done"]) == 3 and list(off["done"]) == [False, False, True]

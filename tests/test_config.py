@@ -11,9 +11,12 @@ from wm.errors import WMError
 
 def test_every_block_only_overrides_known_keys():
     # Loading each block alone proves it names only keys that exist in base.yaml with fitting types.
+    default_env = C.load([]).env.name
     for name, block in C.blocks().items():
-        C.load([name])
-        for env in block.get("for_env") or {}:  # and each per-env section after its env's block
+        sections = block.get("for_env") or {}
+        if not sections or default_env in sections:  # a block for other envs only is refused alone (below)
+            C.load([name])
+        for env in sections:  # and each per-env section after its env's block
             C.load([env, name])
 
 
@@ -97,3 +100,20 @@ def test_config_is_immutable():
     with pytest.raises(TypeError):
         cfg.vae = 3
     assert cfg["vae.z_dim"] == cfg.vae.z_dim
+
+
+def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_run():
+    """`--configs carracing small dream` (issue 17): the first pass is `small`'s, unchanged, and one round trains C
+    only in M's dream with a new M that has done and reward heads and dropout; only `iterate` differs, which may
+    change on a finished run."""
+    from wm.iterate import round_config
+
+    small, dream = C.load(["carracing", "small"]), C.load(["carracing", "small", "dream"])
+    diff = {k for k, v in C.flatten(dream.to_dict()).items() if C.flatten(small.to_dict())[k] != v}
+    assert diff and all(k.startswith("iterate.") for k in diff)
+    r = round_config(dream, 1)
+    assert (r.es.fitness, r.mdnrnn.init_from, r.mdnrnn.predict_done, r.mdnrnn.predict_reward) == ("dream", "", True, True)
+    assert r.mdnrnn.dropout == 0.1 and r.dream.max_steps == 1000 and r.es.curriculum == [] and r.es.no_progress_steps == 0
+    assert r.collect.policy == "agent" and r.collect.episodes == 500 and r.iterate.rounds == 0
+    with pytest.raises(WMError, match="'dream' has settings for carracing only"):
+        C.load(["doom_takecover", "small", "dream"])

@@ -460,3 +460,38 @@ def test_stage_writes_dream_preview_gif(tmp_path):
     gif = Image.open(run.stage_dir("train-mdnrnn") / "dream_preview.gif")
     assert gif.size == (2 * 64, 64) and 2 <= gif.n_frames <= 6
     assert json.loads((run.stage_dir("train-mdnrnn") / "DONE").read_text())["mdnrnn/step"] == 1
+
+
+def test_done_head_series_end_at_the_first_termination(tmp_path):
+    """CarRacing data runs on past the car leaving the playfield (`collect.ignore_done`, done repeated while it is
+    off); with a done head M sees each episode only up to its first done, which is its one done target, and an
+    episode that reached the step cap gets none (a truncation is not a death)."""
+    from wm.data.episodes import episode_name, read_episode, write_episode
+    from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
+
+    _write_series(tmp_path, [12, 9, 10])
+    for i, first_done in [(0, 6), (1, None)]:  # episode 0 leaves the field at step 6 and stays off; 1 is capped
+        d = read_episode(tmp_path / episode_name(i), ("mu", "logvar", "action", "reward", "done"))
+        d["done"][:] = False
+        if first_done is not None:
+            d["done"][first_done:] = True
+            d["reward"][first_done:] = -100.0
+        write_episode(tmp_path / episode_name(i), **d)
+    s = load_series(tmp_path, 4, 1, rewards=True, dones=True)
+    assert list(s.lengths) == [7, 9, 10] and list(s.terminal) == [True, False, True]
+    assert (s.reward[: s.lengths[0]] == -100.0).sum() == 1  # the −100 of the step that ended it, once
+    # without a done head nothing changes: whole episodes, every last frame a done target (as before)
+    assert list(load_series(tmp_path, 4, 1).lengths) == [12, 9, 10]
+
+    eb = EpisodeBatches(s, batch_size=3, seq_len=12, seed=0, predict_done=True)
+    for step in range(3):
+        b = eb.batch(step)
+        n = b["done_mask"].sum(1).astype(int)
+        assert sorted(n) == [7, 9, 10]
+        for row, length in enumerate(n):
+            want = np.zeros(12, np.float32)
+            if length != 9:  # the capped episode has no done target
+                want[length - 1] = 1.0
+            np.testing.assert_array_equal(b["done_target"][row], want)
+    idx, valid, first, last = StreamBatches(s, batch_size=1, seq_len=25, seed=0).epoch_index(0)
+    assert last.sum() == 2 and first.sum() == 3  # two terminal ends, three starts

@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 def test_tiny_carracing_pipeline(tmp_path, repo_root):
     run = RunDir(tmp_path / "car")
     sets = ["env.renderer=fast", "es.curriculum=[50, 25]", "es.no_progress_steps=60", "mdnrnn.predict_reward=true"]
+    sets.append("mdnrnn.predict_done=true")  # the dream recipe's M: episodes cut at the car's first termination
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run.path), "--mpi", "3"]
     done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
@@ -40,6 +41,7 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
 
     # M learned the reward too; C trained in its dream is paid M's predicted rewards, not +1 per step
     assert any("mdnrnn/reward_loss" in r for r in read_jsonl(run.metrics_path("train-mdnrnn")))
+    assert "end by termination" in (run.path / "logs" / "mdnrnn.log").read_text()
     dream = RunDir(tmp_path / "car-dream")
     shutil.copytree(run.path, dream.path)
     sets = ["es.fitness=dream", "es.curriculum=[]", "es.no_progress_steps=0"]  # the budgets are real-env ones

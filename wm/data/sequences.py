@@ -4,7 +4,8 @@ Every batch is a dict of NumPy arrays for L input steps:
   z (B, L+1, z) float32   frames; inputs are z[:, :L], targets z[:, 1:] (teacher forcing, shift 1)
   action (B, L, A), restart (B, L)   M's other inputs (restart = 1 on an episode's first frame, §4)
   z_mask (B, L)            1 where the target frame exists (padding and stream tails are masked, not learned)
-  done_target, done_mask (B, L)   1 where the input frame is the last of its episode ("next frame restarts", §4)
+  done_target, done_mask (B, L)   1 where the input frame is the last of its episode ("next frame restarts", §4),
+                           when that episode ended by the env's termination (not at the step cap; `load_series`)
 
 z is re-sampled from the stored μ/logvar for every batch, z = μ + exp(logvar/2)·ε (§3: avoids overfitting one
 sample). Randomness is a function of (seed, step) or (seed, epoch, chunk), so a resumed run sees the same batches.
@@ -43,6 +44,7 @@ class Series:
     lengths: np.ndarray  # (E,)
     bad_files: int = 0  # files of the folder skipped as corrupt or misshapen (named in the log)
     reward: np.ndarray | None = None  # (F,) float32, row t the reward of action t (loaded for a reward head)
+    terminal: np.ndarray | None = None  # (E,) bool, the episode ended by the env's termination (loaded for a done head)
 
     @property
     def n_episodes(self) -> int:
@@ -54,32 +56,47 @@ class Series:
 
 
 def load_series(
-    folder: str | Path, z_dim: int, action_dim: int, log=None, max_bad_share: float = 1.0, rewards: bool = False
+    folder: str | Path,
+    z_dim: int,
+    action_dim: int,
+    log=None,
+    max_bad_share: float = 1.0,
+    rewards: bool = False,
+    dones: bool = False,
 ) -> Series:
     """Read every good `ep_*.npz` of `folder` (with `rewards`, their rewards too: M's reward head).
+
+    With `dones` (M's done head) each episode ends at its first recorded termination, that row included: CarRacing's
+    data runs on past it (`collect.ignore_done`, §1a) but the real game is over there, so M learns that it ends
+    and not what follows. `Series.terminal` tells which episodes ended by termination; the others reached the step
+    cap (a truncation, not a death) and get no done target.
 
     Files are judged by the one validation path (`wm.data.episodes.check_folder`: keys, mu/logvar of width z_dim,
     action of width action_dim, equal lengths): each bad file is named through `log`, skipped and counted in
     `Series.bad_files`, and more than `max_bad_share` bad files (data.max_bad_share) is refused with EpisodeError.
     """
     checked = check_folder(folder, "series", max_bad_share=max_bad_share, log=log, z_dim=z_dim, action_dim=action_dim)
-    mus, lvs, acts, rews, late = [], [], [], [], 0
+    keys = ("mu", "logvar", "action") + (("reward",) if rewards else ()) + (("done",) if dones else ())
+    mus, lvs, acts, rews, terms, late = [], [], [], [], [], 0
     for path in checked.paths:
         try:
-            d = read_episode(path, ("mu", "logvar", "action", "reward") if rewards else ("mu", "logvar", "action"))
+            d = read_episode(path, keys)
         except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
             late += 1
             if log is not None:
                 log.warning("skipping bad series file: %s", e)
             continue
         a = d["action"].reshape(len(d["action"]), -1)
-        if len(a) < 2:
+        ended = np.flatnonzero(d["done"].reshape(-1)) if dones else np.zeros(0, np.int64)
+        n = int(ended[0]) + 1 if len(ended) else len(a)
+        if n < 2:
             continue  # a one-frame episode has no target
-        mus.append(d["mu"].astype(np.float16))
-        lvs.append(d["logvar"].astype(np.float16))
-        acts.append(a.astype(np.float32))
+        mus.append(d["mu"][:n].astype(np.float16))
+        lvs.append(d["logvar"][:n].astype(np.float16))
+        acts.append(a[:n].astype(np.float32))
+        terms.append(len(ended) > 0)
         if rewards:
-            rews.append(d["reward"].reshape(-1).astype(np.float32))
+            rews.append(d["reward"].reshape(-1)[:n].astype(np.float32))
     checked.refuse_if_too_many_bad(max_bad_share, late)
     if not mus:
         raise WMError(f"no usable series episodes in {folder}")
@@ -93,6 +110,7 @@ def load_series(
         lengths,
         bad_files=len(checked.bad) + late,
         reward=np.concatenate(rews) if rewards else None,
+        terminal=np.array(terms, bool) if dones else None,
     )
 
 
@@ -118,6 +136,12 @@ def _assemble(
     return batch
 
 
+def _terminal(s: Series, eps: np.ndarray) -> np.ndarray:
+    """Whether episodes `eps` end by termination (their last frame is a done target): all of them when the series
+    was loaded without its done flags (M without a done head)."""
+    return np.ones(len(eps), bool) if s.terminal is None else s.terminal[eps]
+
+
 class EpisodeBatches:
     """`episodes` scheme: batch(step) → B random whole-episode windows (Car, §4)."""
 
@@ -136,7 +160,7 @@ class EpisodeBatches:
         local = off[:, None] + np.minimum(pos, n[:, None] - 1)
         idx = s.starts[eps][:, None] + local
         first = local == 0
-        last = local == s.lengths[eps][:, None] - 1
+        last = (local == s.lengths[eps][:, None] - 1) & _terminal(s, eps)[:, None]
         return _assemble(s, idx, valid, first & valid, last & valid, rng)
 
 
@@ -154,7 +178,8 @@ class StreamBatches:
         order = np.random.default_rng([self.seed, 2, int(epoch)]).permutation(s.n_episodes)
         idx = np.concatenate([np.arange(s.starts[e], s.starts[e] + s.lengths[e]) for e in order])
         first = np.concatenate([np.arange(s.lengths[e]) == 0 for e in order])
-        last = np.concatenate([np.arange(s.lengths[e]) == s.lengths[e] - 1 for e in order])
+        term = _terminal(s, order)
+        last = np.concatenate([(np.arange(s.lengths[e]) == s.lengths[e] - 1) & t for e, t in zip(order, term, strict=True)])
         row = self.n_chunks * self.l
         need = self.b * row + 1
         valid = np.ones(need, bool)

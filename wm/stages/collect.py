@@ -3,9 +3,11 @@
 Episode file (wm.data.episodes): obs uint8 (T, 64, 64, 3), action float32 (T, A) = `m_action` (the post-processed
 action the env received, §1a), reward float32 (T,), done bool (T,), seed int64 (the env seed). Row t is the frame
 seen at step t, the action taken on it and its reward; the frame after the last action is not stored (§1a, §1b).
-`done[t]` is True only when step t ended the episode by the env's own termination (Doom: death); reaching the
-`env.max_steps` cap leaves every row False, and with `collect.ignore_done` (car, §1a) termination is ignored and
-the episode always runs `env.max_steps` steps, so done is all False.
+`done[t]` is True when step t ended the episode by the env's own termination (Doom: death; CarRacing: off the
+playfield, −100, or the lap completed); reaching the `env.max_steps` cap leaves every row False. With
+`collect.ignore_done` (car, §1a) the episode runs on to `env.max_steps` steps as the authors' data does, but the
+termination is still recorded (CarRacing repeats it, −100 per step, while the car stays off the playfield): M's
+loader cuts each episode at its first done (`wm.data.sequences.load_series`), so M learns the real game's end.
 
 Determinism: slot k (file ep_k) tries attempt 0, 1, … with `SeedSequence([run.seed, k, attempt])`, spawned into
 an env seed and a policy generator; the first attempt with more than `collect.min_length` frames is kept
@@ -67,11 +69,9 @@ def rollout(env, policy, env_spec, env_seed: int, ignore_done: bool = False) -> 
         frames.append(obs)
         actions.append(a)
         obs, r, terminated, truncated, _ = env.step(a)
-        if ignore_done:
-            terminated = False
         rewards.append(r)
-        dones.append(terminated)
-        if terminated or truncated:
+        dones.append(terminated)  # recorded even when ignored (see the module docstring)
+        if (terminated and not ignore_done) or truncated:
             break
     return {
         "obs": np.stack(frames).astype(np.uint8),

@@ -49,9 +49,17 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = bool(m_cfg.predict_reward)
         series = load_series(
-            run.series_dir, cfg.vae.z_dim, a_dim, log, max_bad_share=cfg.data.max_bad_share, rewards=reward_head
+            run.series_dir,
+            cfg.vae.z_dim,
+            a_dim,
+            log,
+            max_bad_share=cfg.data.max_bad_share,
+            rewards=reward_head,
+            dones=bool(m_cfg.predict_done),
         )
         log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
+        if series.terminal is not None:  # the done head's positives (CarRacing: episodes cut at their first done)
+            log.info("done targets: %d of %d episodes end by termination", int(series.terminal.sum()), series.n_episodes)
         log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
         import keras
 
