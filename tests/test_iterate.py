@@ -167,6 +167,12 @@ def test_agent_policy_acts_with_c_and_explores_with_holds(agent_run):
     assert 0 < np.mean(e1["action"] == 0.0) < 1
     np.testing.assert_array_equal(e1["action"], e2["action"])
     np.testing.assert_array_equal(e1["obs"], e2["obs"])
+    # the agent's models are built from its own run's config, not the collecting round's: a round may give its new M
+    # other heads or sizes (the CarRacing dream recipe adds a done head) while the previous pass's C plays
+    from wm import config as C
+
+    other = C.update(cfg, {"mdnrnn.predict_done": False, "mdnrnn.hidden": 64})
+    np.testing.assert_array_equal(_episode(other, root, 3, "collect.explore=0.5")["action"], e1["action"])
 
 
 def test_agent_policy_refuses_missing_artifacts(tmp_path):

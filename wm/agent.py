@@ -12,7 +12,8 @@ segment, with probability `explore`, applies a uniform random action held for th
 policy) instead of C's. M always receives the applied action, so the data stays consistent.
 
 The source run is `collect.agent_run` (a path, relative to the collecting run's directory): its V, M and best C
-(`wm.world.load_world`). The models load once per collect worker (`AgentModels`, part of the worker's context).
+(`wm.world.load_world`), built with the source run's own config (model sizes and heads), the collecting run's when
+it has none. The models load once per collect worker (`AgentModels`, part of the worker's context).
 """
 
 from __future__ import annotations
@@ -54,7 +55,9 @@ class AgentModels:
         from wm.world import load_world
 
         tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
-        self._build(load_world(cfg, RunDir(source), need=("vae", "mdnrnn", "params"), params="best"))
+        src = RunDir(source)
+        # the models as the source run trained them (a round may give its own M other heads: the CarRacing dream)
+        self._build(load_world(src.load_config() or cfg, src, need=("vae", "mdnrnn", "params"), params="best"))
 
     @classmethod
     def from_world(cls, world) -> AgentModels:
