@@ -195,7 +195,13 @@ def test_extend_continues_a_finished_training_from_its_checkpoint(tmp_path, caps
     sets = ["--set", "es.fitness=toy", "es.eval_every=2"]
     assert main([*cmd, *sets, "es.generations=2"]) == 0 and b.is_done("train-controller")
     assert main([*cmd, *sets, "es.generations=4"]) == 0  # DONE: not rerun, the change not applied
-    assert "already done" in capsys.readouterr().out and len(history(b)) == 2
+    out = capsys.readouterr().out
+    assert "already done" in out and "--extend" in out and len(history(b)) == 2
+    # nothing to add: refused in one line before DONE or the config is touched
+    before = b.config_path.read_text()
+    assert main([*cmd, "--extend", *sets, "es.generations=2"]) != 0
+    assert "2 generations are trained" in capsys.readouterr().err
+    assert b.is_done("train-controller") and b.config_path.read_text() == before and len(history(b)) == 2
     assert main([*cmd, "--extend", *sets, "es.generations=4"]) == 0
     assert history(b) == history(straight) and [r["es/generation"] for r in history(b)] == [1, 2, 3, 4]
     assert b.is_done("train-controller")

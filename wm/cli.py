@@ -120,6 +120,11 @@ def _redo(args: argparse.Namespace) -> bool:
     return bool(args.force or getattr(args, "extend", False))
 
 
+def _redo_hint(mod) -> str:
+    """How to run a finished stage again: `--force`, plus what the stage adds (`REDO_HINT`, e.g. --extend)."""
+    return "use --force to redo" + (f", {mod.REDO_HINT}" if getattr(mod, "REDO_HINT", "") else "")
+
+
 def run_stage(module: str, args: argparse.Namespace) -> int:
     from mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
     from wm.rundir import RunDir
@@ -171,8 +176,11 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
             run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
             changes = run.config_changes(cfg)
             unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
-            print(f"{verb}: already done in {run.path} (use --force to redo){unapplied}")
+            print(f"{verb}: already done in {run.path} ({_redo_hint(mod)}){unapplied}")
             return 0
+        if _redo(args) and getattr(mod, "check_redo", None) is not None:
+            # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, args)`), before anything is written
+            mod.check_redo(run.bind_config(cfg, verb, write=False), run, args)
         cfg = run.bind_config(cfg, verb)
         if _redo(args):
             run.clear_done(verb)

@@ -52,6 +52,24 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
+
+
+def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """`--extend` continues the checkpoint to a larger `es.generations`: refused, before DONE is touched, when there
+    is no checkpoint or nothing to add (it would only mark the same C done again)."""
+    if not getattr(args, "extend", False) or getattr(args, "force", False):
+        return
+    if not run.es_state.exists():
+        raise WMError(f"--extend: no checkpoint {run.es_state} to continue; train first (or use --force)")
+    done = int(pickle.loads(run.es_state.read_bytes()).get("generation", 0))
+    if int(cfg.es.generations) <= done:
+        raise WMError(
+            f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
+            f"pass --set es.generations=N with N > {done}"
+        )
+
+
 def check_fitness(cfg: Config) -> None:
     """Refuse a fitness the config cannot run (the config alone; the pipeline checks its rounds' before starting)."""
     from wm.es.budget import check_budget
