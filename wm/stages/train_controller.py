@@ -62,7 +62,10 @@ def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         return
     if not run.es_state.exists():
         raise WMError(f"--extend: no checkpoint {run.es_state} to continue; train first (or use --force)")
-    done = int(pickle.loads(run.es_state.read_bytes()).get("generation", 0))
+    try:
+        done = int(pickle.loads(run.es_state.read_bytes()).get("generation", 0))
+    except Exception as e:  # noqa: BLE001 — as _load_state: any unpickling failure means the same thing
+        raise WMError(f"{run.es_state}: unreadable checkpoint ({type(e).__name__}); --force starts afresh") from None
     if int(cfg.es.generations) <= done:
         raise WMError(
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
