@@ -75,6 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, required=True, help="a run (or round) directory with series/ and mdnrnn/")
     ap.add_argument("--max-episodes", type=int, default=0, help="per group, 0 = all")
+    ap.add_argument("--first", type=int, default=0, help="episodes of the data policy (default: the base run's collect.episodes)")
     a = ap.parse_args()
 
     import numpy as np
@@ -92,7 +93,7 @@ def main() -> None:
         raise SystemExit(f"error: {a.run} is not a run with a trained M (config.yaml, {run.mdnrnn_weights})")
     m = load_mdnrnn(run.mdnrnn_weights)
     base = run.path.parent if run.path.name.startswith("round") else run.path
-    first = int((RunDir(base).load_config() or cfg).collect.episodes)  # the data policy's episodes come first
+    first = a.first or int((RunDir(base).load_config() or cfg).collect.episodes)  # the data policy's come first
     groups: dict[str, dict[str, list]] = {}
     for i, path in enumerate(list_episodes(run.series_dir)):
         name = "random" if i < first else "agent"
