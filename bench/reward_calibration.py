@@ -75,7 +75,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", type=Path, required=True, help="a run (or round) directory with series/ and mdnrnn/")
     ap.add_argument("--max-episodes", type=int, default=0, help="per group, 0 = all")
-    ap.add_argument("--first", type=int, default=0, help="episodes of the data policy (default: the base run's collect.episodes)")
+    ap.add_argument(
+        "--first", type=int, default=0, help="episodes of the data policy (default: the base run's collect.episodes)"
+    )
     a = ap.parse_args()
 
     import numpy as np
