@@ -40,14 +40,17 @@ def predicted(m, mu, action, batch: int = 16):
         for r, j in enumerate(group):
             z[r, : len(mu[j])], a[r, : len(mu[j])] = mu[j], action[j]
         out, _ = m(tf.constant(z), tf.constant(a), tf.constant(restart) if m.predict_done else None)
+        rew = out.reward.numpy() if out.reward is not None else None
+        logit = out.done_logit.numpy() if out.done_logit is not None else None
         for r, j in enumerate(group):
             n = len(mu[j])
-            rewards.append(out.reward.numpy()[r, :n] if out.reward is not None else None)
-            dones.append(out.done_logit.numpy()[r, :n] if out.done_logit is not None else None)
+            rewards.append(rew[r, :n] if rew is not None else None)
+            dones.append(logit[r, :n] if logit is not None else None)
     return rewards, dones
 
 
-def group_stats(real: list, pred: list, done_real: list, done_logit: list) -> dict:
+def group_stats(real: list, pred: list, terminal: list, done_logit: list) -> dict:
+    """`terminal[i]`: episode i ends by the env's termination (its last step the one real done)."""
     import numpy as np
 
     R = np.array([r.sum() for r in real])
@@ -64,9 +67,9 @@ def group_stats(real: list, pred: list, done_real: list, done_logit: list) -> di
         }
     if done_logit[0] is not None:
         flagged = [d > 0 for d in done_logit]
-        ends = sum(bool(d[-1]) for d in done_real)
-        hit = sum(bool(f[-1]) and bool(d[-1]) for f, d in zip(flagged, done_real, strict=True))
-        false = sum(int(f[:-1].sum()) + int(bool(f[-1]) and not bool(d[-1])) for f, d in zip(flagged, done_real, strict=True))
+        ends = sum(bool(t) for t in terminal)
+        hit = sum(bool(f[-1]) and bool(t) for f, t in zip(flagged, terminal, strict=True))
+        false = sum(int(f[:-1].sum()) + int(bool(f[-1]) and not t) for f, t in zip(flagged, terminal, strict=True))
         out |= {"terminations": ends, "terminations_flagged": hit, "false_done_steps": false}
     return out
 
@@ -83,8 +86,7 @@ def main() -> None:
     import numpy as np
 
     from wm import tf_setup
-    from wm.data.episodes import list_episodes, read_episode
-    from wm.errors import WMError
+    from wm.data.sequences import load_series
     from wm.models.mdnrnn import load_mdnrnn
     from wm.rundir import RunDir
 
@@ -96,27 +98,22 @@ def main() -> None:
     m = load_mdnrnn(run.mdnrnn_weights)
     base = run.path.parent if run.path.name.startswith("round") else run.path
     first = a.first or int((RunDir(base).load_config() or cfg).collect.episodes)  # the data policy's come first
+    # the episodes as M's trainer sees them (cut at the first termination with a done head; bad files skipped)
+    s = load_series(run.series_dir, m.z_dim, m.action_dim, rewards=True, dones=m.predict_done)
     groups: dict[str, dict[str, list]] = {}
-    for i, path in enumerate(list_episodes(run.series_dir)):
-        name = "random" if i < first else "agent"
-        g = groups.setdefault(name, {"mu": [], "action": [], "reward": [], "done": []})
+    for e, (start, n) in enumerate(zip(s.starts, s.lengths, strict=True)):
+        g = groups.setdefault("random" if e < first else "agent", {"mu": [], "action": [], "reward": [], "end": []})
         if a.max_episodes and len(g["mu"]) >= a.max_episodes:
             continue
-        try:
-            d = read_episode(path, ("mu", "action", "reward", "done"))
-        except WMError:
-            continue
-        done = d["done"].reshape(-1).astype(bool)
-        ended = np.flatnonzero(done)
-        n = int(ended[0]) + 1 if (m.predict_done and len(ended)) else len(done)  # as M's trainer cuts it
-        g["mu"].append(d["mu"][:n].astype(np.float32))
-        g["action"].append(d["action"].reshape(len(done), -1)[:n].astype(np.float32))
-        g["reward"].append(d["reward"].reshape(-1)[:n].astype(np.float32))
-        g["done"].append(done[:n])
-    result = {"run": str(a.run), "heads": {"reward": m.predict_reward, "done": m.predict_done}}
+        sl = slice(start, start + n)
+        g["mu"].append(s.mu[sl].astype(np.float32))
+        g["action"].append(s.action[sl])
+        g["reward"].append(s.reward[sl])
+        g["end"].append(bool(s.terminal[e]) if s.terminal is not None else False)
+    result = {"run": str(a.run), "heads": {"reward": m.predict_reward, "done": m.predict_done}, "bad_files": s.bad_files}
     for name, g in groups.items():
         pred, logits = predicted(m, g["mu"], g["action"])
-        result[name] = group_stats(g["reward"], pred, g["done"], logits)
+        result[name] = group_stats(g["reward"], pred, g["end"], logits)
     print(json.dumps(result))
 
 

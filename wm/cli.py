@@ -114,10 +114,11 @@ def resolve_config(args: argparse.Namespace):
     return C.update(base, C.parse_set(args.set), source="--set")
 
 
-def _redo(args: argparse.Namespace) -> bool:
-    """Whether a DONE stage runs again: `--force` (afresh), or train-controller's `--extend` (on from its checkpoint,
-    which --force would delete)."""
-    return bool(args.force or getattr(args, "extend", False))
+def _redo(mod, args: argparse.Namespace) -> bool:
+    """Whether a DONE stage runs again: `--force` (afresh), or an invocation the stage declares continues it from its
+    checkpoint (`def continues(args) -> bool`, e.g. train-controller's `--extend`, which --force would delete)."""
+    continues = getattr(mod, "continues", None)
+    return bool(args.force or (continues is not None and continues(args)))
 
 
 def _redo_hint(mod) -> str:
@@ -135,11 +136,11 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
 
     if launched_rank() > 0:
         # MPI worker ranks only evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
-        if run.is_done(verb) and not _redo(args):
+        if run.is_done(verb) and not _redo(mod, args):
             return 0
         mod.run(resolve_config(args), run, args)
         return 0
-    if launched_size() > 1 and not (run.is_done(verb) and not _redo(args)):
+    if launched_size() > 1 and not (run.is_done(verb) and not _redo(mod, args)):
         # The workers are already waiting for the master: whatever stops rank 0 early must release them,
         # or the job hangs in MPI start-up (a refused config, a held LOCK, a missing upstream artifact).
         try:
@@ -172,17 +173,17 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     # The LOCK first, then the config, then anything else (issue 14): a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
     with run.lock(stage(verb).verb):
-        if run.is_done(verb) and not _redo(args):
+        if run.is_done(verb) and not _redo(mod, args):
             run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
             changes = run.config_changes(cfg)
             unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
             print(f"{verb}: already done in {run.path} ({_redo_hint(mod)}){unapplied}")
             return 0
-        if _redo(args) and getattr(mod, "check_redo", None) is not None:
+        if _redo(mod, args) and getattr(mod, "check_redo", None) is not None:
             # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, args)`), before anything is written
             mod.check_redo(run.bind_config(cfg, verb, write=False), run, args)
         cfg = run.bind_config(cfg, verb)
-        if _redo(args):
+        if _redo(mod, args):
             run.clear_done(verb)
         # `.tmp-*` files in the stage's folder can only be torn writes of a killed run now that we hold its LOCK
         # (side runs write into subfolders without it, so a stage that has them is cleaned at its top level only)

@@ -55,17 +55,19 @@ def add_args(p: argparse.ArgumentParser) -> None:
 REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
 
 
+def continues(args: argparse.Namespace) -> bool:
+    """wm.cli: `--extend` runs a finished training again, on from its checkpoint."""
+    return bool(getattr(args, "extend", False))
+
+
 def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """`--extend` continues the checkpoint to a larger `es.generations`: refused, before DONE is touched, when there
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
-    if not getattr(args, "extend", False) or getattr(args, "force", False):
+    if not continues(args) or getattr(args, "force", False):
         return
     if not run.es_state.exists():
         raise WMError(f"--extend: no checkpoint {run.es_state} to continue; train first (or use --force)")
-    try:
-        done = int(pickle.loads(run.es_state.read_bytes()).get("generation", 0))
-    except Exception as e:  # noqa: BLE001 — as _load_state: any unpickling failure means the same thing
-        raise WMError(f"{run.es_state}: unreadable checkpoint ({type(e).__name__}); --force starts afresh") from None
+    done = int(_read_state(run.es_state).get("generation", 0))
     if int(cfg.es.generations) <= done:
         raise WMError(
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
@@ -174,11 +176,15 @@ def _truncate(path: Any, size: int) -> None:
             f.truncate(size)
 
 
-def _load_state(path: Any, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
+def _read_state(path: Any) -> dict[str, Any]:
     try:
-        state = pickle.loads(path.read_bytes())
+        return pickle.loads(path.read_bytes())
     except Exception as e:  # noqa: BLE001 — any unpickling failure means the same thing to the user
         raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
+
+
+def _load_state(path: Any, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
+    state = _read_state(path)
     if state.get("version") != STATE_VERSION or state["n_params"] != n or state["popsize"] != popsize:
         raise WMError(
             f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
