@@ -11,7 +11,7 @@ import pytest
 
 from wm import config as C
 from wm.errors import WMError
-from wm.iterate import PassCheck, best_pass, check_seeds, next_explore, stop_reason
+from wm.iterate import PassCheck, best_pass, check_seeds, gate_verdict, next_explore, stop_reason
 from wm.rundir import RunDir
 from wm.stages import pipeline
 
@@ -135,6 +135,79 @@ def test_control_helpers():
     assert check_seeds(cfg)[:2] == [5000000, 5000001] and len(check_seeds(cfg)) == 10
     with pytest.raises(WMError, match="overlaps the evaluation seeds"):
         check_seeds(_cfg("iterate.check_seed=995", "evaluate.episodes=100"))
+
+
+def test_gate_verdict_reads_the_dream_gap_against_the_real_one():
+    # the CarRacing dream of issue 17: C 669.2 vs random −27.3 in the game, −56.5 vs −78.0 in M's dream → stop
+    why = gate_verdict(669.2, -27.3, -56.5, -78.0, 0.25)
+    assert why is not None and "by 696.5 in the real game" in why and "by 21.5 in the dream" in why
+    assert gate_verdict(800.0, 210.0, 600.0, 350.0, 0.25) is None  # Doom's dream shows 250 of 590: it transfers
+    assert gate_verdict(165.0, 210.0, 1600.0, 350.0, 0.25) is None  # a C below random in the game tells nothing
+    assert gate_verdict(669.2, -27.3, 160.0, -24.0, 0.25) is None  # 184 ≥ 0.25 × 696.5
+
+
+def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
+    """A fixed one-round run training C in the dream, with the gate's evaluations stubbed by tag; returns the stages
+    the round ran (train-controller only if the gate let it) and the evaluations asked for (where, tag, extra)."""
+    cfg = C.load(
+        ["carracing", "tiny"],
+        ["iterate.rounds=1", "iterate.check_episodes=0", "iterate.set=[es.fitness=dream]", *sets],
+    )
+    run = RunDir(tmp_path / "r")
+    run.bind_config(cfg, None)
+    ran: list[str] = []
+    asked: list[tuple[str, str, tuple[str, ...]]] = []
+
+    def fake_prepare(base, cfg_, k, explore=None):
+        child = RunDir(base.path / f"round{k}")
+        child.path.mkdir(parents=True, exist_ok=True)
+        return child
+
+    def fake_stages(where, cfg_, args, timings, label="", before=None):
+        for verb in ("train-mdnrnn", "train-controller", "evaluate"):
+            if before and verb in before:
+                before[verb]()
+            ran.append(verb)
+
+    def fake_mean(where, cfg_, tag, extra, what, n=None):
+        asked.append((where.path.name, tag, tuple(extra)))
+        assert n == int(cfg_.iterate.dream_gate)
+        return means[tag]
+
+    monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
+    monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
+    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
+    monkeypatch.setattr(
+        RunDir, "load_config", lambda self: pipeline.round_config(cfg, 1) if "round" in self.path.name else cfg
+    )
+    try:
+        pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
+    except WMError as e:
+        return ran, asked, str(e)
+    return ran, asked, None
+
+
+def test_the_dream_gate_stops_a_round_whose_dream_does_not_rank_the_real_c(tmp_path, monkeypatch):
+    """The car's dream of issue 17 (C 669.2 vs random −27.3 real; −56.5 vs −78.0 dreamed): the round stops before C's
+    training with one line; a dream that shows the gap lets it train; gate 0 never evaluates."""
+    bad = {"gate-real": 669.2, "gate-random": -27.3, "gate-dream-c": -56.5, "gate-dream-random": -78.0}
+    ran, asked, err = _gate_run(tmp_path / "a", monkeypatch, bad, "iterate.dream_gate=4")
+    assert ran == ["train-mdnrnn"] and err is not None
+    assert (
+        err.startswith("dream gate (round1): the round's dream does not tell the previous C") and "iterate.dream_gate=0" in err
+    )
+    best = str(RunDir(tmp_path / "a" / "r").params("best"))
+    assert asked == [
+        ("r", "gate-real", ("--params", best)),
+        ("r", "gate-random", ("--random",)),
+        ("round1", "gate-dream-c", ("--dream", "--params", best)),
+        ("round1", "gate-dream-random", ("--dream", "--random")),
+    ]
+    good = {**bad, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
+    ran, _, err = _gate_run(tmp_path / "b", monkeypatch, good, "iterate.dream_gate=4")
+    assert err is None and ran == ["train-mdnrnn", "train-controller", "evaluate"]
+    ran, asked, err = _gate_run(tmp_path / "c", monkeypatch, bad)
+    assert err is None and asked == [] and ran == ["train-mdnrnn", "train-controller", "evaluate"]
 
 
 def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):

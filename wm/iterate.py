@@ -129,10 +129,11 @@ class PassCheck:
         return self.dream > ratio * max(self.real, 1e-9)
 
 
-def check_seeds(cfg: Config) -> list[int]:
-    """The check episodes' seeds: training-side, never the evaluation seeds (refused when they overlap)."""
+def check_seeds(cfg: Config, n: int | None = None) -> list[int]:
+    """The check episodes' seeds (`n`, default `iterate.check_episodes`; the dream gate's too): training-side,
+    never the evaluation seeds (refused when they overlap)."""
     it, ev = cfg.iterate, cfg.evaluate
-    first, n = int(it.check_seed), int(it.check_episodes)
+    first, n = int(it.check_seed), int(it.check_episodes if n is None else n)
     lo, hi = int(ev.seed), int(ev.seed) + int(ev.episodes)
     if first < hi and lo < first + n:
         raise WMError(
@@ -191,3 +192,22 @@ def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> 
     it = cfg.iterate
     failing = history[-1].exploits(float(it.exploit_ratio)) or below_target(history, cfg, random)
     return float(it.explore_exploit if failing else it.explore)
+
+
+def gate_verdict(c_real: float, random_real: float, c_dream: float, random_dream: float, ratio: float) -> str | None:
+    """The dream gate's reading (`iterate.dream_gate`): None when a C trained in this dream can learn what the real
+    game rewards, else why not. The previous pass's C beats the random policy in the real game by
+    `c_real − random_real`; the dream must show at least `ratio` of that gap (its rewards are the real ones, as M
+    predicts them). A previous C no better than random in the game tells nothing: the gate passes."""
+    gap = c_real - random_real
+    if gap <= 0:
+        return None
+    dream_gap = c_dream - random_dream
+    if dream_gap >= ratio * gap:
+        return None
+    return (
+        f"the round's dream does not tell the previous C from the random policy: the previous C beats it by "
+        f"{gap:.1f} in the real game ({c_real:.1f} vs {random_real:.1f}) but by {dream_gap:.1f} in the dream "
+        f"({c_dream:.1f} vs {random_dream:.1f}; iterate.dream_gate_ratio {ratio:g} asks ≥ {ratio * gap:.1f}), so a C "
+        f"trained in it would not transfer"
+    )

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 
 from wm.cli import add_run_args, resolve_config, stage_command
@@ -28,6 +29,7 @@ from wm.iterate import (
     below_target,
     best_pass,
     check_seeds,
+    gate_verdict,
     next_explore,
     prepare_round,
     round_config,
@@ -133,13 +135,23 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
         print(f"  gif:           {g}")
 
 
-def _run_stages(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], label: str = "") -> None:
-    """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses."""
+def _run_stages(
+    run: RunDir,
+    cfg: Config,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    label: str = "",
+    before: dict[str, Callable[[], None]] | None = None,
+) -> None:
+    """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
+    `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError."""
     for i, st in enumerate(STAGES, 1):
         tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
             print(f"{tag}: done, skipped", flush=True)
         else:
+            if before and st.verb in before:
+                before[st.verb]()
             if args.force:
                 run.clear_done(st.verb)
             state = run.state(st.verb)
@@ -162,9 +174,10 @@ def _evaluate(where: RunDir, verb_args: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
 
 
-def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: str) -> float:
-    """Mean of `evaluate <extra> --tag <tag>` on the check seeds (reused when already there for these seeds)."""
-    seeds = check_seeds(cfg)
+def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: str, n: int | None = None) -> float:
+    """Mean of `evaluate <extra> --tag <tag>` on the check seeds (`n` of them, default `iterate.check_episodes`;
+    reused when already there for these seeds)."""
+    seeds = check_seeds(cfg, n)
     path = where.eval_summary(tag)
     try:
         s = json.loads(path.read_text())
@@ -192,6 +205,40 @@ def random_check(run: RunDir, cfg: Config) -> float:
     return _check_mean(run, cfg, "check-random", ["--random"], "random policy, real")
 
 
+def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
+    """`iterate.dream_gate`: before `child` (a round) trains C in its dream, the previous pass's C and the random policy
+    play the gate's episodes in the real game and in `child`'s new dream (eval/gate-*); stops the pipeline with one
+    line when the dream does not show the real game's difference between them (`gate_verdict`)."""
+    n = int(cfg.iterate.dream_gate)
+    if n <= 0 or str(cfg.es.fitness) != "dream":
+        return
+    params = ["--params", str(prev.params("best"))]
+    c_real = _check_mean(prev, cfg, "gate-real", params, "dream gate: previous C, real", n)
+    r_real = _check_mean(run, cfg, "gate-random", ["--random"], "dream gate: random policy, real", n)
+    c_dream = _check_mean(child, cfg, "gate-dream-c", ["--dream", *params], "dream gate: previous C, new dream", n)
+    r_dream = _check_mean(child, cfg, "gate-dream-random", ["--dream", "--random"], "dream gate: random, new dream", n)
+    why = gate_verdict(c_real, r_real, c_dream, r_dream, float(cfg.iterate.dream_gate_ratio))
+    print(
+        f"[gate] {child.path.name}: previous C {c_real:.1f} vs random {r_real:.1f} real, {c_dream:.1f} vs "
+        f"{r_dream:.1f} in the new dream: {'pass' if why is None else 'stop'}",
+        flush=True,
+    )
+    if why:
+        raise WMError(f"dream gate ({child.path.name}): {why}; `--set iterate.dream_gate=0` trains C anyway")
+
+
+def _run_round(
+    run: RunDir, cfg: Config, k: int, explore: float | None, args: argparse.Namespace, timings: dict[str, float]
+) -> RunDir:
+    """Prepare round k of `run` (config `cfg`) and run its stages, the dream gate just before its C's training."""
+    child = prepare_round(run, cfg, k, explore)
+    ccfg = child.load_config()
+    prev = run if k == 1 else round_dir(run, k - 1)
+    gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
+    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate)
+    return child
+
+
 def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None, random: float = 0.0) -> dict:
     """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped."""
     best = history[best_pass(history)]
@@ -215,8 +262,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         rounds = [round_dir(run, k) for k in range(1, n + 1)]
         for k, child in enumerate(rounds, 1):
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
-            prepare_round(run, cfg, k)
-            _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
+            _run_round(run, cfg, k, None, args, timings)
         return rounds
     random = random_check(run, cfg)
     history, rounds = [check_pass(run, cfg, "first pass")], []
@@ -234,8 +280,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             f"collect with exploration {explore:g}, fine-tune M, retrain C",
             flush=True,
         )
-        child = prepare_round(run, cfg, k, explore)
-        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ")
+        child = _run_round(run, cfg, k, explore, args, timings)
         rounds.append(child)
         history.append(check_pass(child, child.load_config(), child.path.name))
         last_round = (time.time() - started) / 60
