@@ -236,3 +236,23 @@ def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     pipeline._demo_table(run, [r1])
     lines = [line for line in capsys.readouterr().out.splitlines() if "← the run's result" in line]
     assert len(lines) == 1 and lines[0].lstrip().startswith("C, first pass") and " real " in lines[0]
+
+
+def test_the_dream_gate_reads_round_controls_checks_on_the_same_seeds(tmp_path, monkeypatch):
+    """With `iterate.check_episodes` equal to the gate's count, the real episodes are round control's own checks
+    (eval/check, eval/check-random): read back, not played again; only the two dreams are the gate's."""
+    cfg = C.load(
+        ["carracing", "tiny"],
+        ["iterate.check_episodes=4", "iterate.dream_gate=4", "es.fitness=dream", "mdnrnn.predict_reward=true"],
+    )
+    asked: list[tuple[str, str]] = []
+    means = {"check": 669.2, "check-random": -27.3, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
+
+    def fake_mean(where, cfg_, tag, extra, what, n=None):
+        asked.append((where.path.name, tag))
+        return means[tag]
+
+    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
+    run = RunDir(tmp_path / "r")
+    pipeline.dream_gate(run, run, RunDir(tmp_path / "r" / "round1"), cfg)
+    assert asked == [("r", "check"), ("r", "check-random"), ("round1", "gate-dream-c"), ("round1", "gate-dream-random")]

@@ -41,6 +41,11 @@ def round_dir(base: RunDir, k: int) -> RunDir:
     return RunDir(base.path / f"round{k}")
 
 
+def previous_pass(base: RunDir, k: int) -> RunDir:
+    """The pass round k builds on: the base run for round 1, else round k − 1."""
+    return base if k == 1 else round_dir(base, k - 1)
+
+
 def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
     """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
     `iterate.explore`; round control raises it after an exploiting C)."""
@@ -96,7 +101,7 @@ def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
 
 def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None) -> RunDir:
     """Create or check round k of `base` (see the module docstring); returns its RunDir."""
-    prev = base if k == 1 else round_dir(base, k - 1)
+    prev = previous_pass(base, k)
     for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")

@@ -32,6 +32,7 @@ from wm.iterate import (
     gate_verdict,
     next_explore,
     prepare_round,
+    previous_pass,
     round_config,
     round_dir,
     stop_reason,
@@ -213,8 +214,10 @@ def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
     if n <= 0 or str(cfg.es.fitness) != "dream":
         return
     params = ["--params", str(prev.params("best"))]
-    c_real = _check_mean(prev, cfg, "gate-real", params, "dream gate: previous C, real", n)
-    r_real = _check_mean(run, cfg, "gate-random", ["--random"], "dream gate: random policy, real", n)
+    # with round control on the same number of check seeds, its real checks are these episodes: read, not replayed
+    same = n == int(cfg.iterate.check_episodes)
+    c_real = _check_mean(prev, cfg, "check" if same else "gate-real", params, "dream gate: previous C, real", n)
+    r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", ["--random"], "dream gate: random, real", n)
     c_dream = _check_mean(child, cfg, "gate-dream-c", ["--dream", *params], "dream gate: previous C, new dream", n)
     r_dream = _check_mean(child, cfg, "gate-dream-random", ["--dream", "--random"], "dream gate: random, new dream", n)
     why = gate_verdict(c_real, r_real, c_dream, r_dream, float(cfg.iterate.dream_gate_ratio))
@@ -233,7 +236,7 @@ def _run_round(
     """Prepare round k of `run` (config `cfg`) and run its stages, the dream gate just before its C's training."""
     child = prepare_round(run, cfg, k, explore)
     ccfg = child.load_config()
-    prev = run if k == 1 else round_dir(run, k - 1)
+    prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
     _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate)
     return child
