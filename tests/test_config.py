@@ -16,11 +16,13 @@ def test_every_block_only_overrides_known_keys():
         sections = block.get("for_env") or {}
         if not sections or default_env in sections:  # a block for other envs only is refused alone (below)
             C.load([name])
-        for env in sections:  # and each per-env section after its env's block
-            C.load([env, name])
+        for env in sections:  # and each per-env section after its env's block (named as the env, or naming it)
+            env_blocks = [b for b, body in C.blocks().items() if b == env or (body.get("env") or {}).get("name") == env]
+            assert env_blocks, f"block {name!r} has settings for {env!r}, which no env block names"
+            C.load([env_blocks[0], name])
 
 
-def test_a_preset_applies_the_section_of_the_env_named_before_it():
+def test_a_preset_applies_the_section_of_the_env_named_before_it(tmp_path):
     doom, car = C.load(["doom_takecover", "small"]), C.load(["carracing", "small"])
     sections = C.blocks()["small"]["for_env"]
     assert doom.collect.episodes == sections["doom_takecover"]["collect"]["episodes"] == 1000
@@ -28,8 +30,11 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it():
     assert (doom.es.fitness, car.es.fitness) == ("dream", "real")  # the env blocks survive the preset
     assert car.iterate.rounds == 0 and doom.iterate.rounds > 0  # no Doom setting leaks into the car recipe
     assert car.env.renderer == "fast" and doom.env.renderer == "official"
-    with pytest.raises(WMError, match="'small' has settings for carracing, doom_takecover only, not env 'gym:ALE"):
-        C.load(["atari_boxing", "small"])
+    boxing = C.load(["atari_boxing", "small"])
+    assert (boxing.collect.episodes, boxing.es.fitness, boxing.es.curriculum) == (300, "real", [600, 0])
+    with pytest.raises(WMError, match="Boxing-v5 only, not env 'gym:Pong"):
+        (tmp_path / "pong.yaml").write_text("env:\n  name: gym:Pong-v5\n")
+        C.load([str(tmp_path / "pong.yaml"), "small"])
     # the env named after the preset (or by --set) would keep the other game's recipe: refused, one line
     with pytest.raises(WMError, match=r"'small' applied its doom_takecover settings, then env.name became 'carracing'"):
         C.load(["small", "carracing"])
