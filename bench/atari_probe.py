@@ -64,7 +64,7 @@ def position_r2(env, vae, bouts: int, seed: int) -> dict[str, float]:
             done, t = term or trunc, t + 1
     x, p = np.asarray(frames), np.asarray(pos, np.float64)
     mu = np.concatenate([vae.encode(x[i : i + 256])[0].numpy() for i in range(0, len(x), 256)])
-    targets = dict(zip(RAM, p.T))
+    targets = dict(zip(RAM, p.T, strict=True))
     targets["gap_y"] = p[:, 3] - p[:, 1]
     a = np.c_[mu, np.ones(len(mu))]
     cut = len(mu) * 3 // 4
