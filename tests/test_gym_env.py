@@ -28,7 +28,7 @@ def test_action_spaces_and_what_m_sees():
 
     np.testing.assert_array_equal(c.postprocess_tf(tf.constant([[0.9, 0.7], [0.1, 0.7]])).numpy(), [[1, 0], [0, 1]])
     assert action_dim(cfg_of()) == 1 and action_post("carracing") == "car"  # the paper's games as before
-    with pytest.raises(WMError, match="env.actions must be discrete:N or box:N"):
+    with pytest.raises(WMError, match="env.actions must be discrete:N, joystick:N or box:N"):
         action_dim(cfg_of("env.name=gym:CartPole-v1", "env.actions=discrete:two"))
     with pytest.raises(WMError, match="a gym env's actions come from the config"):
         action_dim("gym:CartPole-v1")
@@ -86,3 +86,40 @@ def test_atari_boxing_preset():
         assert set(rewards) <= {-2.0, -1.0, 0.0, 1.0, 2.0}
     finally:
         env.close()
+
+
+def test_joystick_actions_are_three_thresholded_outputs():
+    cfg = cfg_of(*CARTPOLE[:1], "env.actions=joystick:18")
+    assert action_dim(cfg) == 3 and action_post(cfg) == "joystick"
+    a = np.array([[0.5, -0.2, 0.1], [-0.4, 0.34, -0.1], [0.3, -0.9, 0.0]], np.float32)
+    want = [[1, 0, 1], [-1, 1, -1], [0, -1, -1]]  # axes pushed past ±1/3, fire above 0
+    np.testing.assert_array_equal(m_action(cfg, a), want)
+    c = Controller.from_config(cfg, 3)
+    assert c.n_params == c.input_dim * 3  # 3 outputs, whatever the env's action count (tiny: no bias)
+    np.testing.assert_array_equal(c.postprocess(a), want)
+    import tensorflow as tf
+
+    np.testing.assert_array_equal(c.postprocess_tf(tf.constant(a)).numpy(), want)
+    with pytest.raises(WMError, match="needs an env with Atari action names; CartPole-v1 has none"):
+        make_env(cfg_of(*CARTPOLE[:1], "env.actions=joystick:2"))
+
+
+@pytest.mark.env
+def test_joystick_plays_the_atari_action_of_its_name():
+    pytest.importorskip("ale_py")
+    env = make_env(C.load(["atari_boxing", "tiny"], ["env.actions=joystick:18"]))
+    try:
+        names = env.inner.unwrapped.get_action_meanings()
+        assert env.action_space.shape == (3,) and sorted(names[i] for i in env.joystick.values()) == sorted(names)
+        assert names[env.env_action(np.array([-0.9, 0.9, 0.5]))] == "UPLEFTFIRE"
+        assert names[env.env_action(np.array([0.2, -0.5, -0.5]))] == "DOWN"
+        assert names[env.env_action(np.array([0.0, 0.0, -1.0]))] == "NOOP"
+    finally:
+        env.close()
+    pong = make_env(C.load(["atari_boxing", "tiny"], ["env.name=gym:ALE/Pong-v5", "env.actions=joystick:6"]))
+    try:  # Pong has no UP: a combination it lacks plays the first part it has
+        names = pong.inner.unwrapped.get_action_meanings()
+        assert names[pong.env_action(np.array([0.9, 0.9, 0.9]))] == "RIGHTFIRE"
+        assert names[pong.env_action(np.array([0.0, 0.9, -0.9]))] == "NOOP"
+    finally:
+        pong.close()

@@ -4,9 +4,11 @@
 `m_action` is the action M sees and episodes store: the post-processed one the env received (§1a, §6).
 
 Besides the paper's two games, any gymnasium pixel env: `env.name: gym:<id>` (e.g. `gym:ALE/Boxing-v5`) with
-`env.actions` saying its action space (`discrete:N` or `box:N`), `env.crop` the rows/columns kept (`wm.envs.gym_env`).
-C outputs N tanh values: a discrete env takes their argmax and M sees it one-hot; a box env scales them to its bounds
-and M sees them as they are. Such names need the config, not just the name: pass `cfg` to `action_dim`/`m_action`.
+`env.actions` saying its action space (`discrete:N`, `joystick:N` or `box:N`), `env.crop` the rows/columns kept
+(`wm.envs.gym_env`). C outputs N tanh values: a discrete env takes their argmax and M sees it one-hot; a box env scales
+them to its bounds and M sees them as they are. `joystick:N` is an Atari game's N joystick actions (UP, DOWNLEFTFIRE,
+…) driven by 3 outputs, horizontal, vertical and fire, thresholded as Doom's (±1/3; fire > 0): M sees the thresholded
+triple. Such names need the config, not just the name: pass `cfg` to `action_dim`/`m_action`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ if TYPE_CHECKING:  # annotations only: this module stays NumPy-only at import
     from wm.envs.base import FrameEnv
 
 ENV_NAMES = ("doom_takecover", "carracing", "gym:<id>")
-ACTION_KINDS = ("discrete", "box")
+ACTION_KINDS = ("discrete", "joystick", "box")
+JOYSTICK_THRESHOLD = 1.0 / 3.0  # a joystick axis is pushed past ±1/3 (the Doom mapping's thresholds)
 
 
 def _name(env: str | Config) -> str:
@@ -36,7 +39,7 @@ def gym_actions(env: str | Config) -> tuple[str, int]:
     spec = str(env.env.actions)
     kind, _, n = spec.partition(":")
     if kind not in ACTION_KINDS or not n.isdigit() or int(n) < 1:
-        raise WMError(f"env.actions must be discrete:N or box:N for {env.env.name!r}, got {spec!r}")
+        raise WMError(f"env.actions must be discrete:N, joystick:N or box:N for {env.env.name!r}, got {spec!r}")
     return kind, int(n)
 
 
@@ -48,18 +51,21 @@ def action_dim(env: str | Config) -> int:
     if name == "doom_takecover":
         return 1
     if name.startswith("gym:") and len(name) > 4:
-        return gym_actions(env)[1]
+        kind, n = gym_actions(env)
+        return 3 if kind == "joystick" else n
     raise WMError(f"unknown env.name {name!r} (expected one of {ENV_NAMES})")
 
 
 def action_post(env: str | Config) -> str:
-    """What turns C's tanh output into the action M sees: `car` (§6), `onehot` (a discrete gym env) or `none`."""
+    """What turns C's tanh output into the action M sees: `car` (§6), `onehot` (a discrete gym env), `joystick` or
+    `none`."""
     name = _name(env)
     action_dim(env)
     if name == "carracing":
         return "car"
-    if name.startswith("gym:") and gym_actions(env)[0] == "discrete":
-        return "onehot"
+    if name.startswith("gym:"):
+        kind = gym_actions(env)[0]
+        return {"discrete": "onehot", "joystick": "joystick"}.get(kind, "none")
     return "none"
 
 
@@ -69,12 +75,20 @@ def one_hot_argmax(a: np.ndarray) -> np.ndarray:
     return (np.arange(a.shape[-1]) == np.argmax(a, axis=-1)[..., None]).astype(np.float32)
 
 
+def joystick_action(a: np.ndarray) -> np.ndarray:
+    """C's (…, 3) tanh output → the joystick (…, 3): horizontal and vertical in {−1, 0, 1} (past ±1/3), fire ±1."""
+    a = np.asarray(a, dtype=np.float32)
+    axes = np.sign(a[..., :2]) * (np.abs(a[..., :2]) > JOYSTICK_THRESHOLD)
+    return np.concatenate([axes, np.where(a[..., 2:3] > 0, 1.0, -1.0)], axis=-1).astype(np.float32)
+
+
 def m_action(env: str | Config, a: np.ndarray) -> np.ndarray:
     """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); a discrete gym env's
-    one-hot choice; doom and box envs `a` unchanged (clipped to [−1, 1])."""
+    one-hot choice; a joystick env's thresholded triple; doom and box envs `a` unchanged (clipped to [−1, 1])."""
     post = action_post(env)
     a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    return car_action(a) if post == "car" else one_hot_argmax(a) if post == "onehot" else a
+    posts = {"car": car_action, "onehot": one_hot_argmax, "joystick": joystick_action}
+    return posts[post](a) if post in posts else a
 
 
 def car_action(a: np.ndarray) -> np.ndarray:

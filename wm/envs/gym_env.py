@@ -7,7 +7,9 @@ The frame is the env's observation when that is an RGB image (Atari), else `rend
 (classic control); `env.crop` keeps rows top:bottom and columns left:right (0 for bottom/right: to the edge), then
 `env.preprocess` makes it 64×64 as for the paper's games. Actions come in controller space (tanh outputs):
 `discrete:N` takes the argmax of C's N outputs (the episode stores it one-hot: what M sees), `box:N` scales them
-from [−1, 1] to the space's bounds. `env.gym_kwargs` ("key=value") go to `gymnasium.make` (Atari: frameskip,
+from [−1, 1] to the space's bounds, `joystick:N` reads C's 3 outputs as an Atari joystick (horizontal, vertical, fire;
+`wm.envs.joystick_action`) and plays the game's action of that name (a combination the game lacks plays the first it
+has without FIRE, without one push, or one part alone; NOOP for none). `env.gym_kwargs` ("key=value") go to `gymnasium.make` (Atari: frameskip,
 sticky actions).
 Seeding is gymnasium's `reset(seed=...)`; the episode cap is `env.max_steps` (the registry's own TimeLimit stays).
 """
@@ -19,7 +21,7 @@ import os
 import numpy as np
 
 from wm.config import Config
-from wm.envs import gym_actions
+from wm.envs import gym_actions, joystick_action
 from wm.envs.base import FrameEnv
 from wm.errors import WMError
 
@@ -54,6 +56,28 @@ def make_gym(env_id: str, kwargs: dict):
         raise WMError(f"gymnasium cannot make {env_id!r}: {str(e).splitlines()[0]}") from None
 
 
+def joystick_table(env, env_id: str) -> dict[tuple[int, int, int], int]:
+    """(horizontal, vertical, fire) in {−1, 0, 1}² × {−1, 1} → the env's action index, from its action names (ALE's
+    `get_action_meanings`): UP/DOWN, then LEFT/RIGHT, then FIRE, as ALE spells them (UPLEFTFIRE); NOOP for none."""
+    meanings = getattr(env.unwrapped, "get_action_meanings", None)
+    if meanings is None:
+        raise WMError(f"env.actions joystick:N needs an env with Atari action names; {env_id} has none (use discrete:N)")
+    index = {name: i for i, name in enumerate(meanings())}
+    table = {}
+    for h in (-1, 0, 1):
+        for v in (-1, 0, 1):
+            for f in (-1, 1):
+                vert, horiz, fire = (
+                    "UP" if v > 0 else "DOWN" if v < 0 else "",
+                    "LEFT" if h < 0 else "RIGHT" if h > 0 else "",
+                    "FIRE" if f > 0 else "",
+                )
+                # a combination the game lacks: the first it has without FIRE, without one push, or one part alone
+                names = [vert + horiz + fire, vert + horiz, vert + fire, horiz + fire, vert, horiz, fire]
+                table[(h, v, f)] = next((index[n] for n in names if n in index), index.get("NOOP", 0))
+    return table
+
+
 class GymPixelEnv(FrameEnv):
     """A gymnasium env behind the controller-space, 64×64-frame interface of the paper's games."""
 
@@ -62,8 +86,9 @@ class GymPixelEnv(FrameEnv):
         env_id = str(cfg.env.name)[len("gym:") :]
         self.inner = make_gym(env_id, gym_kwargs(cfg.env.gym_kwargs))
         space = self.inner.action_space
-        if self.kind == "discrete" and getattr(space, "n", None) != n:
+        if self.kind in ("discrete", "joystick") and getattr(space, "n", None) != n:
             raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
+        self.joystick = joystick_table(self.inner, env_id) if self.kind == "joystick" else {}
         if self.kind == "box" and tuple(getattr(space, "shape", ())) != (n,):
             raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
         self.low = np.asarray(getattr(space, "low", -1.0), np.float64)
@@ -71,7 +96,7 @@ class GymPixelEnv(FrameEnv):
         obs_space = self.inner.observation_space
         self.pixels = len(getattr(obs_space, "shape", ())) == 3 and obs_space.shape[-1] == 3
         top, bottom, left, right = (int(v) for v in cfg.env.crop)
-        super().__init__(cfg, (top, bottom or 10**6, left, right or 10**6), n, keep_raw)
+        super().__init__(cfg, (top, bottom or 10**6, left, right or 10**6), 3 if self.kind == "joystick" else n, keep_raw)
 
     def _frame(self, obs) -> np.ndarray:
         frame = obs if self.pixels else self.inner.render()
@@ -85,6 +110,8 @@ class GymPixelEnv(FrameEnv):
         """Controller-space `a` (N,) → the inner env's action."""
         if self.kind == "discrete":
             return int(np.argmax(a))
+        if self.kind == "joystick":
+            return self.joystick[tuple(int(v) for v in joystick_action(a))]
         return (self.low + (np.asarray(a, np.float64) + 1.0) / 2.0 * (self.high - self.low)).astype(np.float32)
 
     def _step_inner(self, a: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
