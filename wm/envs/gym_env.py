@@ -9,8 +9,8 @@ The frame is the env's observation when that is an RGB image (Atari), else `rend
 `discrete:N` takes the argmax of C's N outputs (the episode stores it one-hot: what M sees), `box:N` scales them
 from [−1, 1] to the space's bounds, `joystick:N` reads C's 3 outputs as an Atari joystick (horizontal, vertical, fire;
 `wm.envs.joystick_action`) and plays the game's action of that name (a combination the game lacks plays the first it
-has without FIRE, without one push, or one part alone; NOOP for none). `env.gym_kwargs` ("key=value") go to `gymnasium.make` (Atari: frameskip,
-sticky actions).
+has without FIRE, without one push, or one part alone; NOOP for none). `env.gym_kwargs` ("key=value") go to
+`gymnasium.make` (Atari: frameskip, sticky actions).
 Seeding is gymnasium's `reset(seed=...)`; the episode cap is `env.max_steps` (the registry's own TimeLimit stays).
 """
 
