@@ -85,10 +85,13 @@ def joystick_action(a: np.ndarray) -> np.ndarray:
 def m_action(env: str | Config, a: np.ndarray) -> np.ndarray:
     """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); a discrete gym env's
     one-hot choice; a joystick env's thresholded triple; doom and box envs `a` unchanged (clipped to [−1, 1])."""
-    post = action_post(env)
-    a = np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0)
-    posts = {"car": car_action, "onehot": one_hot_argmax, "joystick": joystick_action}
-    return posts[post](a) if post in posts else a
+    return post_action(action_post(env), np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0))
+
+
+def post_action(post: str, a: np.ndarray) -> np.ndarray:
+    """C's tanh output `a` → what the env and M receive, by `action_post`'s kind (`none`: `a` unchanged)."""
+    fn = {"car": car_action, "onehot": one_hot_argmax, "joystick": joystick_action}.get(post)
+    return fn(a) if fn is not None else a
 
 
 def car_action(a: np.ndarray) -> np.ndarray:

@@ -88,7 +88,11 @@ class GymPixelEnv(FrameEnv):
         space = self.inner.action_space
         if self.kind in ("discrete", "joystick") and getattr(space, "n", None) != n:
             raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
-        self.joystick = joystick_table(self.inner, env_id) if self.kind == "joystick" else {}
+        try:
+            self.joystick = joystick_table(self.inner, env_id) if self.kind == "joystick" else {}
+        except WMError:
+            self.inner.close()
+            raise
         if self.kind == "box" and tuple(getattr(space, "shape", ())) != (n,):
             raise WMError(f"env.actions is {cfg.env.actions!r} but {env_id} has action space {space}")
         self.low = np.asarray(getattr(space, "low", -1.0), np.float64)

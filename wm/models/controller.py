@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wm.envs import JOYSTICK_THRESHOLD, action_post, car_action, joystick_action, one_hot_argmax
+from wm.envs import JOYSTICK_THRESHOLD, action_post, post_action
 
 if TYPE_CHECKING:  # annotations only
     from wm.config import Config
@@ -122,11 +122,7 @@ class Controller:
     def postprocess(self, a: np.ndarray) -> np.ndarray:
         """The action the env and M receive: `car_action` for CarRacing, unchanged for Doom (§6); a gym env's one-hot
         choice or joystick triple (`wm.envs.m_action`)."""
-        if self.post == "onehot":
-            return one_hot_argmax(a)
-        if self.post == "joystick":
-            return joystick_action(a)
-        return car_action(a) if self.car_actions else a
+        return post_action(self.post, a)
 
     # ------------------------------------------------------------------ TF
     def act_tf(self, params, z, c=None, h=None, postprocess: bool = True):
@@ -150,7 +146,7 @@ class Controller:
             return tf.one_hot(tf.argmax(a, axis=-1), self.action_dim, dtype=a.dtype)
         if self.post == "joystick":
             axes = tf.sign(a[..., :2]) * tf.cast(tf.abs(a[..., :2]) > JOYSTICK_THRESHOLD, a.dtype)
-            return tf.concat([axes, tf.where(a[..., 2:3] > 0, tf.ones_like(a[..., 2:3]), -tf.ones_like(a[..., 2:3]))], -1)
+            return tf.concat([axes, 2.0 * tf.cast(a[..., 2:3] > 0, a.dtype) - 1.0], axis=-1)
         if not self.car_actions:
             return a
         return tf.concat([a[..., :1], (a[..., 1:2] + 1.0) / 2.0, tf.clip_by_value(a[..., 2:3], 0.0, 1.0)], axis=-1)
