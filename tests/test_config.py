@@ -32,7 +32,9 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it(tmp_path):
     assert car.env.renderer == "fast" and doom.env.renderer == "official"
     boxing = C.load(["atari_boxing", "small"])
     assert (boxing.collect.episodes, boxing.es.fitness, boxing.es.curriculum) == (300, "real", [600, 0])
-    with pytest.raises(WMError, match="Boxing-v5 only, not env 'gym:Pong"):
+    freeway = C.load(["atari_freeway", "small"])
+    assert (freeway.collect.policy, freeway.mdnrnn.seq_len, freeway.es.curriculum) == ("random_agent", 2048, [600, 0])
+    with pytest.raises(WMError, match="Freeway-v5 only, not env 'gym:Pong"):
         (tmp_path / "pong.yaml").write_text("env:\n  name: gym:Pong-v5\n")
         C.load([str(tmp_path / "pong.yaml"), "small"])
     # the env named after the preset (or by --set) would keep the other game's recipe: refused, one line
