@@ -289,3 +289,24 @@ def test_carracing_frames_and_cap(mode):
             assert obs.max() == 255  # the minimum (black-ish) pixels wrap to white (§1a)
     finally:
         env.close()
+
+
+@pytest.mark.env
+@pytest.mark.parametrize("renderer", ["official", "fast"])
+def test_carracing_indicators_keep_the_speed_bar(renderer):
+    """env.indicators: the whole 96×96 state (with the bar) is resized, and the bar's speed reading shows in the frame."""
+    from wm.envs import make_env
+    from wm.envs.preprocess import CAR_FULL
+
+    cfg = load(["carracing"], ["env.preprocess=clean", "env.indicators=true", f"env.renderer={renderer}"])
+    env = make_env(cfg, keep_raw=True)
+    try:
+        obs, info = env.reset(seed=0)
+        np.testing.assert_array_equal(obs, clean(info["raw"], CAR_FULL))
+        assert obs[-6:].mean() < 60  # the black bar fills the bottom rows (the paper's crop has track and grass there)
+        still = obs
+        for _ in range(60):
+            obs, *_ = env.step(np.array([0.0, 1.0, -1.0], np.float32))  # full gas: the speed bar grows
+        assert np.abs(obs[-8:].astype(int) - still[-8:]).sum() > 100
+    finally:
+        env.close()

@@ -20,7 +20,7 @@ import numpy as np
 from wm.config import Config
 from wm.envs import car_action
 from wm.envs.base import FrameEnv
-from wm.envs.preprocess import CAR_CROP
+from wm.envs.preprocess import CAR_CROP, CAR_FULL
 from wm.errors import WMError
 
 ACTION_DIM = 3
@@ -37,7 +37,8 @@ class CarRacingEnv(FrameEnv):
         renderer = str(cfg.env.renderer)
         if renderer not in RENDERERS:
             raise WMError(f"unknown env.renderer {renderer!r} (expected one of {RENDERERS})")
-        super().__init__(cfg, CAR_CROP, ACTION_DIM, keep_raw)
+        # the paper crops the indicator bar away (§1a); env.indicators keeps the whole 96×96 state (ctallec's frames)
+        super().__init__(cfg, CAR_FULL if bool(cfg.env.indicators) else CAR_CROP, ACTION_DIM, keep_raw)
         self.renderer = renderer
         if renderer == "fast":
             from wm.envs.car_render import FastCarRacing

@@ -20,6 +20,7 @@ Crop = tuple[int, int, int, int]
 
 # CarRacing: rows 0:84 of the 96×96 frame drop the 12-row indicator bar (§1a).
 CAR_CROP: Crop = (0, 84, 0, 96)
+CAR_FULL: Crop = (0, 96, 0, 96)  # `env.indicators: true`: the bar kept
 # Doom: PPQ rendered 480×640 with the classic status bar and kept rows 0:400 (§1b). Measured with ViZDoom
 # 1.3.2 (same seed, render_hud on/off): the HUD-on 3D view is the vertically centred 168/200 of the HUD-less
 # view at the same scale, i.e. rows 19.2..220.8 of our 240; PPQ's 400 of ~403 view rows then map to rows
