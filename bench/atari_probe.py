@@ -6,7 +6,8 @@ Two measurements on a finished `atari_boxing` run (its config and V):
 - how linearly V's μ encodes the two boxers' positions: frames of `--random-bouts` random-policy bouts (every third
   step) are encoded, the positions read from the console's RAM (AtariARI's Boxing annotation: player x, y at 32, 34;
   enemy x, y at 33, 35), a least-squares map μ → position is fitted on the first three quarters and its R² reported
-  on the last quarter.
+  on the last quarter;
+- what a hand-written "approach and punch" policy on the true positions scores over whole bouts (`approach_return`).
 Usage: `python bench/atari_probe.py --run runs/boxing0`. Prints one JSON object.
 """
 
@@ -43,6 +44,37 @@ def held_actions(env, steps: int, bouts: int, seed: int) -> dict[str, float]:
                     break
         out[name] = total / bouts
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+APPROACH = ((10, 0), (20, 0), (28, 0), (28, 5), (28, 15), (35, 0))  # (|dx| kept, |dy| tolerated) of the hand policy
+
+
+def approach_policy(env, bouts: int, seed: int) -> dict[str, float]:
+    """Mean return over whole bouts of a hand-written policy on the true (RAM) positions, for each (tx, ty) of
+    APPROACH: step toward the opponent until the horizontal gap is ≤ tx and the vertical gap ≤ ty, punching all
+    along. A linear C on z (which holds the positions, R² below) can express it."""
+    import numpy as np
+
+    names = env.inner.unwrapped.get_action_meanings()
+    index = {n: i for i, n in enumerate(names)}
+    ale = env.inner.unwrapped.ale
+    out = {}
+    for tx, ty in APPROACH:
+        total = 0.0
+        for b in range(bouts):
+            env.reset(seed=seed + b)
+            done = False
+            while not done:
+                ram = ale.getRAM()
+                dx = int(ram[RAM["enemy_x"]]) - int(ram[RAM["player_x"]])
+                dy = int(ram[RAM["enemy_y"]]) - int(ram[RAM["player_y"]])
+                move = ("DOWN" if dy > ty else "UP" if dy < -ty else "") + ("RIGHT" if dx > tx else "LEFT" if dx < -tx else "")
+                a = -np.ones(len(names), np.float32)
+                a[index[move + "FIRE" if move else "FIRE"]] = 1.0
+                _, r, term, trunc, _ = env.step(a)
+                total, done = total + r, term or trunc
+        out[f"tx{tx}_ty{ty}"] = total / bouts
+    return out
 
 
 def position_r2(env, vae, bouts: int, seed: int) -> dict[str, float]:
@@ -82,6 +114,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=600, help="agent steps each action is held")
     ap.add_argument("--bouts", type=int, default=2, help="bouts per held action (seeds 500, 501, …)")
     ap.add_argument("--random-bouts", type=int, default=4, help="random-policy bouts for the R² (seeds 2000, …)")
+    ap.add_argument("--approach-bouts", type=int, default=4, help="whole bouts per hand policy (seeds 3000, …)")
     args = ap.parse_args()
     from wm.envs import make_env
     from wm.rundir import RunDir
@@ -92,6 +125,7 @@ def main() -> None:
     env = make_env(cfg)
     out = {"run": args.run, "steps": args.steps, "bouts": args.bouts}
     out["held_action_return"] = held_actions(env, args.steps, args.bouts, 500)
+    out["approach_return"] = approach_policy(env, args.approach_bouts, 3000)
     out.update(position_r2(env, load_world(cfg, run, ("vae",)).vae, args.random_bouts, 2000))
     env.close()
     print(json.dumps(out))
