@@ -30,6 +30,7 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it(tmp_path):
     assert (doom.es.fitness, car.es.fitness) == ("dream", "real")  # the env blocks survive the preset
     assert car.iterate.rounds == 0 and doom.iterate.rounds > 0  # no Doom setting leaks into the car recipe
     assert car.env.renderer == "fast" and doom.env.renderer == "official"
+    assert car.env.indicators and not C.load(["carracing"]).env.indicators  # the paper preset keeps the paper's crop
     boxing = C.load(["atari_boxing", "small"])
     assert (boxing.collect.episodes, boxing.es.fitness, boxing.es.curriculum) == (300, "real", [600, 0])
     freeway = C.load(["atari_freeway", "small"])
