@@ -1,4 +1,4 @@
-"""The tiny Atari (Boxing, through ale-py) pipeline end to end (issue 20): a gymnasium env by config only."""
+"""The tiny Atari pipelines (Boxing, Freeway, through ale-py) end to end (issue 20): a gymnasium env by config only."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ from wm.rundir import STAGES, RunDir
 pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 
 
-def test_tiny_atari_pipeline(tmp_path, repo_root):
+@pytest.mark.parametrize("block,actions", [("atari_boxing", 18), ("atari_freeway", 3)])
+def test_tiny_atari_pipeline(tmp_path, repo_root, block, actions):
     pytest.importorskip("ale_py")
-    run = RunDir(tmp_path / "boxing")
-    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "atari_boxing", "tiny", "--run", str(run.path), "--mpi", "3"]
+    run = RunDir(tmp_path / block)
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", block, "tiny", "--run", str(run.path), "--mpi", "3"]
     done = subprocess.run([*cmd, "--demo"], cwd=repo_root, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     for st in STAGES:
@@ -27,6 +28,8 @@ def test_tiny_atari_pipeline(tmp_path, repo_root):
     from wm.data.episodes import read_episode
 
     ep = read_episode(run.stage_dir("collect") / "ep_000000.npz", ("action", "obs"))
-    assert ep["action"].shape[1] == 18 and set(ep["action"].sum(axis=1)) == {1.0}  # one-hot, what M sees
+    assert ep["action"].shape[1] == actions and set(ep["action"].sum(axis=1)) == {1.0}  # one-hot, what M sees
     summary = json.loads(run.eval_summary("real").read_text())
-    assert summary["episodes"] == 4 and summary["len_mean"] == 300  # the tiny cap (a bout lasts 1786 steps)
+    assert (
+        summary["episodes"] == 4 and summary["len_mean"] == 300
+    )  # the tiny cap (a bout lasts 1786 steps, a Freeway game 2048)
