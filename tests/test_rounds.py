@@ -256,3 +256,37 @@ def test_the_dream_gate_reads_round_controls_checks_on_the_same_seeds(tmp_path, 
     run = RunDir(tmp_path / "r")
     pipeline.dream_gate(run, run, RunDir(tmp_path / "r" / "round1"), cfg)
     assert asked == [("r", "check"), ("r", "check-random"), ("round1", "gate-dream-c"), ("round1", "gate-dream-random")]
+
+
+def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, monkeypatch):
+    """`pipeline --demo` writes the report after the stages: their times (pipeline_timings.jsonl, the report's
+    per-pass time column) must be on disk by then, or a fresh run's report shows "—" for every pass (issue 22 item 5)."""
+    import subprocess
+
+    from wm.stages.report import render
+
+    run = RunDir(tmp_path / "r")
+
+    def fake_rounds(run_, cfg_, args_, timings, t0):
+        timings.update({"collect": 60.0, "round 1/collect": 30.0, "round 1/train-controller": 45.0})
+        child = RunDir(run_.path / "round1")
+        child.path.mkdir(parents=True, exist_ok=True)
+        return [child]
+
+    seen: dict[str, str] = {}
+
+    def fake_run(cmd, check=True):
+        if "report" in cmd and cmd[cmd.index("--run") + 1] == str(run.path):
+            seen["report"] = render(run)
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
+    monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
+    monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
+    monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
+    args = argparse.Namespace(
+        run=str(run.path), configs=["doom_takecover", "tiny"], set=[], until=None, force=False, demo=True, mpi=0
+    )
+    assert pipeline.main(args) == 0
+    rows = [line for line in seen["report"].splitlines() if line.startswith("| [round1]")]
+    assert len(rows) == 1 and "| 1m15s |" in rows[0], rows

@@ -311,6 +311,10 @@ def main(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     _run_stages(run, cfg, args, timings)
     rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0)
+    # the stages' times are on disk before the demo's report reads them (its per-pass time column)
+    with open(run.timings_path, "a") as f:
+        rec = {"time": time.time(), "total_s": round(time.time() - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
+        f.write(json.dumps(rec) + "\n")
     if args.demo:
         extra = [
             (run, "random baseline in the real game", ["evaluate", "--random"]),
@@ -329,10 +333,4 @@ def main(args: argparse.Namespace) -> int:
         _demo_table(run, rounds)
     total = time.time() - t0
     print(f"pipeline finished in {duration(total)}: " + ", ".join(f"{k} {duration(v)}" for k, v in timings.items()))
-    hist = run.timings_path
-    with open(hist, "a") as f:
-        f.write(
-            json.dumps({"time": time.time(), "total_s": round(total, 1), **{k: round(v, 1) for k, v in timings.items()}})
-            + "\n"
-        )
     return 0
