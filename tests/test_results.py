@@ -14,7 +14,7 @@ from wm import config as C
 from wm.cli import main as wm_main
 from wm.errors import WMError
 from wm.evaluation import write_results
-from wm.results import bootstrap_ci, gather, hierarchical_ci
+from wm.results import bootstrap_ci, format_table, gather, hierarchical_ci
 from wm.rundir import RunDir, atomic_write_json
 
 SEEDS = list(range(1000, 1100))
@@ -51,6 +51,17 @@ def test_known_returns_give_known_figures_and_a_ci_around_the_mean(tmp_path):
     lo, hi = r["ci95"]
     assert 100 <= lo < 250 < hi <= 400
     assert r["random"]["mean"] == 50 and r["ratio"] == 5.0 and r["note"] == "" and r["random"]["same_seeds"]
+
+
+def test_no_ratio_to_a_negative_random_mean(tmp_path):
+    """CarRacing's random policy scores about −27: C's 700 is not "−26×" random; the ratio is left out there."""
+    run = _run(tmp_path, "car", seed=1)
+    _eval(run, [700.0, 720.0])
+    _eval(run, [-30.0, -25.0], tag="random")
+    doc = gather([str(run.path)], [], resamples=200)
+    assert doc["runs"][0]["ratio"] is None and doc["aggregate"]["all"]["ratio"] is None
+    assert doc["runs"][0]["random"]["mean"] == -27.5
+    assert "| -27.5 ± 2.5 | — |" in format_table(doc)
 
 
 def test_bootstrap_ci_matches_the_normal_approximation_for_400_episodes():

@@ -10,8 +10,9 @@ iterative training under round control, the pass named by round control's record
 rounds without that record: the last round with an `eval/<tag>` summary; no rounds: the run itself. Per row: the
 episodes, mean ± std (`np.std`, ddof 0, the paper's ± of §9, as `wm.evaluation.summarize`), median, a percentile
 bootstrap 95 % CI of the mean, and the random policy's mean ± std from the base run's `eval/random/` (written by
-`evaluate --random`, or the pipeline's `--demo`) with the ratio mean / random mean. A random baseline played on
-other seeds than C's evaluation is still shown, but the row's note says so.
+`evaluate --random`, or the pipeline's `--demo`) with the ratio mean / random mean (only where the random mean is
+positive: none for CarRacing). A random baseline played on other seeds than C's evaluation is still shown, but the
+row's note says so.
 
 The aggregate rows: the mean over runs of the per-run means, their std over runs (`np.std`, ddof 0, like every ±
 of the suite), the smallest per-run mean, and a hierarchical bootstrap 95 % CI (`hierarchical_ci`): each resample
@@ -148,7 +149,7 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
         random["same_seeds"] = rseeds == cseeds
         if not random["same_seeds"]:
             notes.append(f"random baseline on other seeds ({_seed_span(rseeds)}) than C ({_seed_span(cseeds)})")
-    ratio = None if random is None or random["mean"] == 0 else float(returns.mean()) / random["mean"]
+    ratio = times(float(returns.mean()), None if random is None else random["mean"])
     return {
         "run": path,
         "seed": cfg.run.seed,
@@ -164,6 +165,12 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
         "note": "; ".join(notes),
         "returns": returns,
     }
+
+
+def times(mean: float, random_mean: float | None) -> float | None:
+    """C's mean as a multiple of the random policy's: only where the random mean is positive (Doom's steps survived);
+    a ratio to a negative mean (CarRacing's random policy scores about −27) reads backwards, so none is given."""
+    return mean / random_mean if random_mean is not None and random_mean > 0 else None
 
 
 def _seed_span(seeds: list[int]) -> str:
@@ -190,7 +197,7 @@ def aggregate(rows: list[dict[str, Any]], resamples: int, seed: int) -> dict[str
         "ci95": [lo, hi],
         "ci95_method": "hierarchical percentile bootstrap: runs, then episodes within each run, with replacement",
         "random_mean": random_mean,
-        "ratio": None if not random_mean else float(means.mean()) / random_mean,
+        "ratio": times(float(means.mean()), random_mean),
     }
 
 
