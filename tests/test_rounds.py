@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import pytest
 
@@ -260,7 +261,8 @@ def test_the_dream_gate_reads_round_controls_checks_on_the_same_seeds(tmp_path, 
 
 def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, monkeypatch):
     """`pipeline --demo` writes the report after the stages: their times (pipeline_timings.jsonl, the report's
-    per-pass time column) must be on disk by then, or a fresh run's report shows "—" for every pass (issue 22 item 5)."""
+    per-pass time column) and every round's dream evaluation must be on disk by then, or a fresh run's report shows
+    "—" for them (issue 22 item 5)."""
     import subprocess
 
     from wm.stages.report import render
@@ -274,9 +276,12 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
         return [child]
 
     seen: dict[str, str] = {}
+    calls: list[tuple[str, ...]] = []
 
     def fake_run(cmd, check=True):
-        if "report" in cmd and cmd[cmd.index("--run") + 1] == str(run.path):
+        where = cmd[cmd.index("--run") + 1]
+        calls.append((Path(where).name, *cmd[3 : cmd.index("--run")]))
+        if "report" in cmd and where == str(run.path):
             seen["report"] = render(run)
         return subprocess.CompletedProcess(cmd, 0)
 
@@ -290,3 +295,5 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert pipeline.main(args) == 0
     rows = [line for line in seen["report"].splitlines() if line.startswith("| [round1]")]
     assert len(rows) == 1 and "| 1m15s |" in rows[0], rows
+    # the run's report comes after every round's dream evaluation (its "dream (eval)" column reads them)
+    assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls

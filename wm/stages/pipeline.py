@@ -320,13 +320,13 @@ def main(args: argparse.Namespace) -> int:
             (run, "random baseline in the real game", ["evaluate", "--random"]),
             (run, "random baseline in the dream", ["evaluate", "--random", "--dream", "--tag", "random-dream"]),
             (run, "trained controller in the dream", ["evaluate", "--dream"]),
-            (run, "run report", ["report"]),
         ]
         for k, child in enumerate(rounds, 1):
             extra += [
                 (child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]),
                 (child, f"round {k}: report", ["report"]),
             ]
+        extra.append((run, "run report", ["report"]))  # last: its per-pass table reads every round's dream evaluation
         for where, what, verb_args in extra:
             print(f"[demo] {what}", flush=True)
             subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(where.path)], check=True)
