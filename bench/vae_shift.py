@@ -34,6 +34,7 @@ def main() -> None:
     import numpy as np
 
     from wm import tf_setup
+    from wm.data.episodes import list_episodes, read_episode
     from wm.rundir import RunDir, round_dirs
     from wm.world import load_world
 
@@ -50,7 +51,7 @@ def main() -> None:
     vae = load_world(cfg, passes[k], ("vae",)).vae
 
     def files(run: RunDir) -> list[Path]:
-        return sorted(run.stage_dir("collect").glob("ep_*.npz"))
+        return list_episodes(run.stage_dir("collect"))
 
     first = files(base)
     n_vae = int(base.load_config().vae.episodes) or len(first)
@@ -65,8 +66,8 @@ def main() -> None:
         step = max(1, len(paths) // args.episodes)
         errs = []
         for path in paths[::step][: args.episodes]:
-            obs = np.load(path)["obs"][:: args.stride]
-            x_hat = vae.decode(vae.encode(obs)[0]).numpy()
+            obs = read_episode(path, ("obs",))["obs"][:: args.stride]
+            x_hat = vae(obs).numpy()  # ConvVAE.call: decode(μ)
             errs.append(((obs / 255.0 - x_hat) ** 2).sum(axis=(1, 2, 3)))
         e = np.concatenate(errs) if errs else np.zeros(0)
         return {"episodes": len(errs), "frames": int(e.size), "recon": round(float(e.mean()), 2) if e.size else None}

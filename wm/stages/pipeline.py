@@ -312,8 +312,9 @@ def main(args: argparse.Namespace) -> int:
     _run_stages(run, cfg, args, timings)
     rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0)
     # the stages' times are on disk before the demo's report reads them (its per-pass time column)
+    now = time.time()
+    rec = {"time": now, "total_s": round(now - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
     with open(run.timings_path, "a") as f:
-        rec = {"time": time.time(), "total_s": round(time.time() - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
         f.write(json.dumps(rec) + "\n")
     if args.demo:
         extra = [
