@@ -252,6 +252,24 @@ def test_done_sampling_threshold_vs_bernoulli(world):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
 
 
+def test_a_normal_start_draws_z_from_n01_whatever_was_recorded(world):
+    # dream.start: normal (DDL's CarRacing dream) starts at the seed's ε ~ N(0, I): the recorded frame-0 z's play
+    # no part, and DreamEnv starts the same; recorded starts are μ + σ·ε of an initial_z entry (§5)
+    m, c, mu0, lv0 = world
+    seeds = tf.constant(np.arange(6, dtype=np.int64) * 31 + 5)
+    eps = normal(seeds, 0, 2, 6).numpy()  # stream _S_INIT
+    for recorded in (mu0, mu0 + 50.0):
+        z = DreamEvaluator(m, c, recorded, lv0, 1.0, CAP, start="normal").core.reset(seeds)[0].numpy()
+        np.testing.assert_allclose(z, eps, rtol=0, atol=0)
+    z = DreamEvaluator(m, c, mu0 + 50.0, lv0, 1.0, CAP).core.reset(seeds)[0].numpy()
+    assert np.abs(z - 50.0).max() < 10.0  # recorded: around the (shifted) recorded μ's
+    env = DreamEnv(m, c, mu0 + 50.0, lv0, 1.0, CAP, start="normal")
+    env.reset(seed=int(seeds[3]))
+    np.testing.assert_allclose(env.z, eps[3], rtol=0, atol=1e-6)  # compiled vs eager ndtri: 1 ulp
+    with pytest.raises(WMError, match="dream.start"):
+        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, start="zero")
+
+
 @pytest.mark.parametrize("env", ["carracing", "atari_boxing"])
 def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and

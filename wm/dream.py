@@ -10,13 +10,15 @@ the batch every `compact_every` steps (masked until then), so the cost follows t
 Randomness is keyed by (episode seed, step) through a counter-based hash (below), not by a batch-wide RNG:
 an episode's result depends only on its seed and its parameters, not on which batch it runs in, and the same
 seed gives the same episode (up to float round-off of matmuls of different batch sizes). The start z is
-μ + σ·ε for the `initial_z` entry the seed picks (§5). `DreamEnv` steps one episode with the same step function.
+μ + σ·ε for the `initial_z` entry the seed picks (§5), or ε alone with `dream.start: normal` (z ~ N(0, I), as Dropout's
+Dream Land starts its CarRacing dream). `DreamEnv` steps one episode with the same step function.
 With M's dropout (`mdnrnn.dropout`), each episode draws its masks once from its seed (`_Core.masks`) and keeps them
 to its end: every dream is a slightly different simulator (Dropout's Dream Land).
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -36,6 +38,9 @@ if TYPE_CHECKING:  # annotations only
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
 _S_PICK, _S_INIT, _S_COMP, _S_EPS, _S_DONE, _S_DROP_Z, _S_DROP_H = 1, 2, 3, 4, 5, 6, 7
+# where an episode starts (`dream.start`): a recorded frame-0 z (§5), or z ~ N(0, I) (Dropout's Dream Land's
+# CarRacing dream; V's prior, no recorded frame needed)
+STARTS = ("recorded", "normal")
 
 
 def _mix(x: tf.Tensor) -> tf.Tensor:
@@ -103,10 +108,13 @@ class _Core:
         max_steps: int,
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
+        start: str = "recorded",
     ):
         if done_sampling not in ("threshold", "bernoulli"):
             raise WMError(f"dream.done_sampling must be threshold or bernoulli, got {done_sampling!r}")
-        self.done_sampling = done_sampling
+        if start not in STARTS:
+            raise WMError(f"dream.start must be one of {', '.join(STARTS)}, got {start!r}")
+        self.done_sampling, self.start = done_sampling, start
         # M's done head was trained with deaths weighted ×w, which moves its logit up by log w; Bernoulli sampling
         # takes it back off to draw deaths at the data's own rate (the cutoff is the paper's, on the raw logit)
         self.done_shift = float(np.log(max(float(done_weight), 1e-12)))
@@ -130,12 +138,16 @@ class _Core:
         self.temperature, self.max_steps = float(temperature), int(max_steps)
 
     def reset(self, seeds: tf.Tensor):
-        """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5) and zero (c, h)."""
+        """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5; ε itself with `start: normal`) and zero
+        (c, h)."""
+        eps = normal(seeds, 0, _S_INIT, self.m.z_dim)
+        c, h = self.m.initial_state(tf.shape(seeds)[0])
+        if self.start == "normal":
+            return eps, c, h
         n0 = tf.shape(self.mu0, out_type=tf.int64)[0]
         u = uniform(seeds, 0, _S_PICK, 1)[:, 0]
         idx = tf.minimum(tf.cast(u * tf.cast(n0, tf.float32), tf.int64), n0 - 1)
-        z = tf.gather(self.mu0, idx) + tf.gather(self.sigma0, idx) * normal(seeds, 0, _S_INIT, self.m.z_dim)
-        c, h = self.m.initial_state(tf.shape(seeds)[0])
+        z = tf.gather(self.mu0, idx) + tf.gather(self.sigma0, idx) * eps
         return z, c, h
 
     def masks(self, seeds: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -184,8 +196,11 @@ class DreamEvaluator:
         compact_every: int = 10,
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
+        start: str = "recorded",
     ):
-        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
+        self.core = _Core(
+            mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight, start
+        )
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
 
@@ -275,8 +290,11 @@ class DreamEnv:
         params: np.ndarray | None = None,
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
+        start: str = "recorded",
     ):
-        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight)
+        self.core = _Core(
+            mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight, start
+        )
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
         self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m))
@@ -322,22 +340,69 @@ class DreamEnv:
         return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
 
-def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator:
-    """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`."""
+class DreamEnsemble:
+    """C's dreams shared among several Ms of one V (`dream.worlds`): each member's k-th episode runs in world
+    k mod W, so a member's fitness averages over the worlds and the seeds keep their meaning (an episode depends on
+    its seed, its params and its world only). Same interface as `DreamEvaluator`."""
+
+    def __init__(self, evaluators: list[DreamEvaluator]):
+        if not evaluators:
+            raise ValueError("DreamEnsemble needs at least one evaluator")
+        self.evaluators = list(evaluators)
+        self.controller, self.core = evaluators[0].controller, evaluators[0].core
+
+    def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        params, seeds = np.asarray(params, np.float32), np.asarray(seeds, np.int64)
+        params, seeds = (params[None] if params.ndim == 1 else params), (seeds[None] if seeds.ndim == 1 else seeds)
+        returns, lengths = np.zeros(seeds.shape, np.float64), np.zeros(seeds.shape, np.int64)
+        w = len(self.evaluators)
+        for i, ev in enumerate(self.evaluators):
+            cols = np.arange(i, seeds.shape[1], w)
+            if cols.size:
+                returns[:, cols], lengths[:, cols] = ev.evaluate(params, seeds[:, cols])
+        return returns, lengths
+
+
+def dream_worlds(cfg: Config, run: RunDir) -> list[Path]:
+    """`dream.worlds` as run directories (relative paths from `run`), each holding an M trained on the same V's z."""
+    out = []
+    for raw in cfg.dream.worlds:
+        p = Path(str(raw))
+        out.append(p if p.is_absolute() else run.path / p)
+    return out
+
+
+def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEnsemble:
+    """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`; with
+    `dream.worlds`, a `DreamEnsemble` of this M and theirs (the run's initial z's start every world's dreams)."""
+    from wm.rundir import RunDir
     from wm.world import load_world
 
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
     kw.setdefault("done_sampling", cfg.dream.done_sampling)
     kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
-    return DreamEvaluator(
-        world.mdnrnn,
-        world.controller,
-        world.initial_mu,
-        world.initial_logvar,
-        cfg.dream.temperature,
-        cfg.dream.max_steps,
-        **kw,
-    )
+    kw.setdefault("start", cfg.dream.start)
+    ms = [world.mdnrnn]
+    for path in dream_worlds(cfg, run):
+        other = RunDir(path)
+        if not path.is_dir():
+            raise WMError(f"dream.worlds: {path} is not a run directory")
+        if other.vae_weights.exists() and not _same_file(other.vae_weights, run.vae_weights):
+            raise WMError(f"dream.worlds: {path}'s V differs from {run.path}'s (the worlds' M must read the same z)")
+        ms.append(load_world(cfg, other, need=("mdnrnn",)).mdnrnn)
+    evs = [
+        DreamEvaluator(
+            m, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature, cfg.dream.max_steps, **kw
+        )
+        for m in ms
+    ]
+    return evs[0] if len(evs) == 1 else DreamEnsemble(evs)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    import filecmp
+
+    return b.exists() and filecmp.cmp(a, b, shallow=False)
 
 
 def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:
@@ -360,4 +425,5 @@ def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
         params=params,
         done_sampling=cfg.dream.done_sampling,
         done_weight=cfg.mdnrnn.done_weight,
+        start=cfg.dream.start,
     )
