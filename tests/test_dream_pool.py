@@ -31,8 +31,9 @@ SETS = [
 ]
 
 
-def tiny_world(path, sets: list[str] = ()) -> tuple[C.Config, RunDir]:
-    """A run dir holding a random-weight Doom M (a done logit that fires now and then) and initial z's."""
+def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, RunDir]:
+    """A run dir holding a random-weight Doom M (a done logit that fires now and then; `seed` picks M's weights) and
+    initial z's."""
     cfg = C.load(["doom_takecover", "tiny"], [*SETS, *sets])
     run = RunDir(path)
     run.bind_config(cfg, None)
@@ -45,7 +46,7 @@ def tiny_world(path, sets: list[str] = ()) -> tuple[C.Config, RunDir]:
     from wm.rundir import atomic_savez
     from wm.training import save_weights
 
-    keras.utils.set_random_seed(0)
+    keras.utils.set_random_seed(seed)
     z, hidden = int(cfg.vae.z_dim), int(cfg.mdnrnn.hidden)
     m = MDNRNN(z, 1, hidden, int(cfg.mdnrnn.num_mixtures), True)
     m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
@@ -236,3 +237,33 @@ def test_separable_cma_learns_the_toy_quadratic(diagonal):
         es.tell(-np.sum((x - target) ** 2, axis=1))
     assert np.sum((es.mean - target) ** 2) < 1e-3  # the threshold of test_es.test_cmaes_learns_a_10d_quadratic
     assert bool(es.es.opts["CMA_diagonal"]) is diagonal
+
+
+def test_dream_worlds_share_each_members_episodes(tmp_path):
+    """`dream.worlds` (issue 22): a member's episode k runs in world k mod W, each exactly as that world alone runs it
+    for the same seed; a world with another V, or no run dir, is refused in one line."""
+    from wm.dream import DreamEnsemble, load_dream
+    from wm.errors import WMError
+
+    cfg, run = tiny_world(tmp_path / "a")
+    cfg_b, run_b = tiny_world(tmp_path / "b", seed=1)
+    both = C.update(cfg, {"dream": {"worlds": ["../b"]}})
+    ens = load_dream(both, run)
+    assert isinstance(ens, DreamEnsemble) and len(ens.evaluators) == 2
+    params, seeds = population(cfg)
+    seeds = np.concatenate([seeds, seeds + 7], axis=1)  # K = 4
+    returns, lengths = ens.evaluate(params, seeds)
+    own_a = load_dream(cfg, run).evaluate(params, seeds)
+    own_b = load_dream(cfg_b, run_b).evaluate(params, seeds)
+    np.testing.assert_array_equal(lengths[:, 0::2], own_a[1][:, 0::2])
+    np.testing.assert_array_equal(lengths[:, 1::2], own_b[1][:, 1::2])
+    assert (own_a[1][:, 1::2] != own_b[1][:, 1::2]).any()  # the two Ms differ, so the split is seen
+    np.testing.assert_array_equal(returns, lengths)
+    for name, data in (("a", b"one V"), ("b", b"another V")):
+        path = RunDir(tmp_path / name).vae_weights
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    with pytest.raises(WMError, match="V differs"):
+        load_dream(both, run)
+    with pytest.raises(WMError, match="not a run directory"):
+        load_dream(C.update(cfg, {"dream": {"worlds": ["../nowhere"]}}), run)
