@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
+from wm.dream import _S_EPS, _S_INIT, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
 from wm.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
@@ -257,7 +257,7 @@ def test_a_normal_start_draws_z_from_n01_whatever_was_recorded(world):
     # no part, and DreamEnv starts the same; recorded starts are μ + σ·ε of an initial_z entry (§5)
     m, c, mu0, lv0 = world
     seeds = tf.constant(np.arange(6, dtype=np.int64) * 31 + 5)
-    eps = normal(seeds, 0, 2, 6).numpy()  # stream _S_INIT
+    eps = normal(seeds, 0, _S_INIT, 6).numpy()
     for recorded in (mu0, mu0 + 50.0):
         z = DreamEvaluator(m, c, recorded, lv0, 1.0, CAP, start="normal").core.reset(seeds)[0].numpy()
         np.testing.assert_allclose(z, eps, rtol=0, atol=0)

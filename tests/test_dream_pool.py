@@ -246,7 +246,7 @@ def test_dream_worlds_share_each_members_episodes(tmp_path):
     from wm.errors import WMError
 
     cfg, run = tiny_world(tmp_path / "a")
-    cfg_b, run_b = tiny_world(tmp_path / "b", seed=1)
+    cfg_b, run_b = tiny_world(tmp_path / "b", seed=1)  # another M, the same initial z's
     both = C.update(cfg, {"dream": {"worlds": ["../b"]}})
     ens = load_dream(both, run)
     assert isinstance(ens, DreamEnsemble) and len(ens.evaluators) == 2
