@@ -2,7 +2,7 @@
 
     python -m wm evaluate --run runs/doom                  # trained C (best) in the real env, 100 episodes → DONE
     python -m wm evaluate --run runs/doom --random         # random policy baseline (Doom paper: 210 ± 108), no model
-    python -m wm evaluate --run runs/doom --dream          # C inside M at dream.temperature (or --temperature)
+    python -m wm evaluate --run runs/doom --dream          # C inside M at dream.temperature (or --temperature, --start)
     python -m wm evaluate --run runs/doom --sweep          # Doom τ table: dream and real score per τ (wm/sweep.py)
 
 The protocol (seeds, summary, files) is `wm.evaluation`, the episodes are played by the evaluation engine
@@ -48,6 +48,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--temperature", type=float, default=None, help="dream τ (default: dream.temperature)")
     p.add_argument(
+        "--start",
+        choices=("recorded", "normal"),
+        default=None,
+        help="where dreams start: a recorded frame-0 z or z ~ N(0, I) (default: dream.start)",
+    )
+    p.add_argument(
         "--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)"
     )
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
@@ -92,9 +98,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     seeds = seed_list(cfg, episodes, getattr(args, "seed", None))
     temperature = getattr(args, "temperature", None)
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
-    # the episodes play at τ; the summary keeps the run's own config hash
+    start = (getattr(args, "start", None) or str(cfg.dream.start)) if dream else None
+    # the episodes play at τ from `start`; the summary keeps the run's own config hash
     cfg_t = (
-        cfg if temperature is None else C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature")
+        cfg
+        if temperature is None
+        else C.update(cfg, {"dream": {"temperature": temperature, "start": start}}, source="evaluate --temperature/--start")
     )
     params, pfile = None, None
     if kind in ("real", "dream"):
@@ -102,7 +111,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
     if dream:
-        extra["temperature"] = temperature
+        extra["temperature"], extra["start"] = temperature, start
     default = not side_run(args)
     prefix = "eval" if default else f"eval/{tag}"
     # the dream runs every episode in one batched graph (wm/dream.py): one process, no TF start-up per worker
