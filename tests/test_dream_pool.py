@@ -31,6 +31,24 @@ SETS = [
 ]
 
 
+def firing_m(cfg: C.Config, seed: int = 0, rng: np.random.Generator | None = None):
+    """A random-weight Doom M (keras seed `seed`) whose done logit fires now and then (its column drawn from `rng`),
+    so dream episodes end at different steps."""
+    import keras
+
+    from wm.models.mdnrnn import MDNRNN
+
+    keras.utils.set_random_seed(seed)
+    z, hidden = int(cfg.vae.z_dim), int(cfg.mdnrnn.hidden)
+    m = MDNRNN(z, 1, hidden, int(cfg.mdnrnn.num_mixtures), True)
+    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
+    b, w = m.out_bias.numpy(), m.out_kernel.numpy()
+    b[0], w[:, 0] = -2.0, (rng or np.random.default_rng(0)).normal(0, 3.0, hidden)
+    m.out_bias.assign(b)
+    m.out_kernel.assign(w)
+    return m
+
+
 def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, RunDir]:
     """A run dir holding a random-weight Doom M (a done logit that fires now and then; `seed` picks M's weights) and
     initial z's."""
@@ -40,21 +58,12 @@ def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, Run
     from wm import tf_setup
 
     tf_setup.setup(gpu=False)
-    import keras
-
-    from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.models.mdnrnn import save_config
     from wm.rundir import atomic_savez
     from wm.training import save_weights
 
-    keras.utils.set_random_seed(seed)
-    z, hidden = int(cfg.vae.z_dim), int(cfg.mdnrnn.hidden)
-    m = MDNRNN(z, 1, hidden, int(cfg.mdnrnn.num_mixtures), True)
-    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
-    rng = np.random.default_rng(0)
-    b, w = m.out_bias.numpy(), m.out_kernel.numpy()
-    b[0], w[:, 0] = -2.0, rng.normal(0, 3.0, hidden)
-    m.out_bias.assign(b)
-    m.out_kernel.assign(w)
+    z, rng = int(cfg.vae.z_dim), np.random.default_rng(0)
+    m = firing_m(cfg, seed, rng)
     save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
     atomic_savez(

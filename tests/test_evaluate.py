@@ -129,21 +129,13 @@ def test_dream_evaluation_and_gif(tmp_path):
 def test_dream_evaluation_from_normal_starts(tmp_path):
     # `evaluate --dream --start normal` plays the same seeds from z ~ N(0, I) (dream.start) in a side run, on the
     # run's own config: recorded starts (μ + σ·ε) and N(0, I) (ε) give other first z's, so other episodes
-    import keras
+    from test_dream_pool import firing_m
 
-    from wm.models.mdnrnn import MDNRNN
     from wm.training import save_weights
 
     cfg, run = _tiny_run(tmp_path)
-    keras.utils.set_random_seed(0)  # an M whose done logit fires now and then, so the start shows in the lengths
-    z, hidden = cfg.vae.z_dim, cfg.mdnrnn.hidden
-    m = MDNRNN(z, 1, hidden, cfg.mdnrnn.num_mixtures, True)
-    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
-    b, w = m.out_bias.numpy(), m.out_kernel.numpy()
-    b[0], w[:, 0] = -2.0, np.random.default_rng(0).normal(0, 3.0, hidden)
-    m.out_bias.assign(b)
-    m.out_kernel.assign(w)
-    save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
+    # an M whose done logit fires now and then, so the start shows in the lengths
+    save_weights(firing_m(cfg), run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
     E.run(cfg, run, _args(dream=True, tag="rec", gifs=0))
     E.run(cfg, run, _args(dream=True, start="normal", tag="n01", gifs=0))
     rec, n01 = (json.loads((run.path / f"eval/{t}/summary.json").read_text()) for t in ("rec", "n01"))

@@ -343,13 +343,12 @@ class DreamEnv:
 class DreamEnsemble:
     """C's dreams shared among several Ms of one V (`dream.worlds`): each member's k-th episode runs in world
     k mod W, so a member's fitness averages over the worlds and the seeds keep their meaning (an episode depends on
-    its seed, its params and its world only). Same interface as `DreamEvaluator`."""
+    its seed, its params and its world only). `evaluate` as `DreamEvaluator.evaluate`."""
 
     def __init__(self, evaluators: list[DreamEvaluator]):
         if not evaluators:
             raise ValueError("DreamEnsemble needs at least one evaluator")
         self.evaluators = list(evaluators)
-        self.controller, self.core = evaluators[0].controller, evaluators[0].core
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         params, seeds = np.asarray(params, np.float32), np.asarray(seeds, np.int64)
@@ -400,9 +399,10 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
 
 
 def _same_file(a: Path, b: Path) -> bool:
+    """The same bytes: a hard link (rounds link their V) without reading, else compared in full."""
     import filecmp
 
-    return b.exists() and filecmp.cmp(a, b, shallow=False)
+    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
 def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:

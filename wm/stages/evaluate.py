@@ -101,9 +101,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     start = (getattr(args, "start", None) or str(cfg.dream.start)) if dream else None
     # the episodes play at τ from `start`; the summary keeps the run's own config hash
     cfg_t = (
-        cfg
-        if temperature is None
-        else C.update(cfg, {"dream": {"temperature": temperature, "start": start}}, source="evaluate --temperature/--start")
+        C.update(cfg, {"dream": {"temperature": temperature, "start": start}}, source="evaluate --temperature/--start")
+        if dream
+        else cfg
     )
     params, pfile = None, None
     if kind in ("real", "dream"):
