@@ -14,7 +14,7 @@ from wm import config as C
 from wm.cli import main as wm_main
 from wm.errors import WMError
 from wm.evaluation import write_results
-from wm.results import bootstrap_ci, format_table, gather, hierarchical_ci
+from wm.results import bootstrap_ci, format_table, gather, gather_paired, hierarchical_ci, paired_row
 from wm.rundir import RunDir, atomic_write_json
 
 SEEDS = list(range(1000, 1100))
@@ -189,6 +189,57 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, what):
     assert rc == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
     assert ("twice" in err) if what == "twice" else (str(bad) in err)
     assert not out.exists()
+
+
+def test_a_paired_comparison_matches_episodes_by_seed(tmp_path):
+    """B − A over the seeds both played, against the textbook paired formula; unmatched episodes are left out."""
+    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
+    _eval(a, [100, 200, 300, 400], seeds=[1000, 1001, 1002, 1003])
+    _eval(b, [250, 250, 450, 0], seeds=[1001, 1002, 1003, 1004])  # 1001–1003 shared
+    r = paired_row(str(a.path), str(b.path), resamples=2000)
+    x, y = np.array([200.0, 300.0, 400.0]), np.array([250.0, 250.0, 450.0])
+    d = y - x
+    assert (r["matched"], r["a"]["episodes"], r["b"]["episodes"]) == (3, 4, 4)
+    assert (r["a"]["mean"], r["b"]["mean"]) == (300.0, pytest.approx(316.6667, abs=1e-3))
+    assert r["diff"] == pytest.approx(d.mean()) and r["diff"] == pytest.approx(50 / 3)
+    assert r["paired_se"] == pytest.approx(np.sqrt(np.sum((d - d.mean()) ** 2) / 2) / np.sqrt(3))
+    assert r["corr"] == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert r["ci95"][0] <= r["diff"] <= r["ci95"][1] and -50 <= r["ci95"][0] and r["ci95"][1] <= 50
+
+
+def test_a_paired_side_is_its_runs_result_round(tmp_path):
+    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
+    _eval(a, [100] * 10)
+    _eval(b, [150] * 10)
+    for k, v in ((1, 200), (2, 700)):
+        _eval(_run(b.path, f"round{k}"), [v] * 10)
+    _rounds(b, "round1")
+    r = gather_paired([[str(a.path), str(b.path)], [str(a.path), str(b.path / "round2")]], resamples=200)["pairs"]
+    assert (r[0]["b"]["result"], r[0]["diff"], r[0]["paired_se"]) == ("round1", 100.0, 0.0)
+    assert (r[1]["b"]["result"], r[1]["diff"]) == ("single pass", 600.0)  # a round's own directory is that round
+    assert r[0]["corr"] is None  # constant returns: no correlation to report
+
+
+def test_paired_cli_writes_its_table_and_refuses_other_seeds(tmp_path, capsys):
+    a, b, c = _run(tmp_path, "a"), _run(tmp_path, "b"), _run(tmp_path, "c")
+    _eval(a, [100, 300] * 50, seeds=SEEDS)
+    _eval(b, [200, 300] * 50, seeds=SEEDS)
+    _eval(c, [200, 300] * 50, seeds=[s + 100 for s in SEEDS])
+    out = tmp_path / "out"
+    assert wm_main(["results", "--paired", str(a.path), str(b.path), "--out", str(out), "--resamples", "500"]) == 0
+    md = (out / "paired.md").read_text()
+    assert md in capsys.readouterr().out
+    row = md.splitlines()[2]
+    assert row.startswith(f"| {a.path} (single pass) | {b.path} (single pass) | 100 (100 seeds 1000…1099) | 200.0 | 250.0 |")
+    assert "**+50.0** (± 5.0)" in row  # d is 100 on 50 seeds, 0 on 50: std (ddof 1) 50.25 / 10
+    assert json.loads((out / "paired.json").read_text())["pairs"][0]["matched"] == 100
+    bad = tmp_path / "bad"
+    for args in (["--paired", str(a.path), str(c.path)], ["--paired", str(a.path), str(b.path), "--runs", str(a.path)]):
+        assert wm_main(["results", *args, "--out", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+        assert ("share 0 evaluation seeds" in err) if str(c.path) in args else ("without --runs" in err)
+    assert not bad.exists()
 
 
 def test_no_runs_is_an_error():

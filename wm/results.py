@@ -2,6 +2,7 @@
 
     python -m wm results --runs runs/s0 runs/s1 runs/s2                       # → results/results.{md,json}
     python -m wm results --runs runs/s0 runs/s1 --frozen runs/s3 --out paper/  # rows of a frozen recipe too
+    python -m wm results --paired runs/s6 runs/s6-v3 --paired runs/s6/round4 runs/s6-v3  # B − A, paired by seed
 
 One row per run, then an "all runs" row; the Markdown table is printed and written with a JSON of every figure.
 
@@ -20,6 +21,13 @@ draws the runs with replacement, then, within every drawn run, its episodes with
 over the drawn runs of their resampled episode means (for runs of equal episode counts, the protocol's case, this is
 the mean over all resampled episodes pooled). It covers both sources of spread: seed to seed, and episode to episode.
 The JSON also holds the aggregate over the non-frozen runs and over the `--frozen` (frozen recipe) runs on their own.
+
+`--paired A B` (repeatable) compares two controllers played on the same evaluation seeds, one row per pair
+(`paired.md`, `paired.json`): each side is resolved to its result C as above (a round's own directory names that
+round), episodes are matched by seed, and the row gives both means over the matched episodes, the mean difference
+B − A with its paired standard error (std of the differences, ddof 1, over √n: the "paired SE" of the README's
+tables), a percentile bootstrap 95 % CI of the mean difference, and the correlation of the two sides' returns. On the
+same seeds the game's own episode-to-episode spread cancels in part, so a paired SE is smaller than the unpaired one.
 
 Pure NumPy and JSON, no TensorFlow. The bootstrap is a plain percentile bootstrap with `np.random.default_rng(seed)`:
 SciPy's `stats.bootstrap` would do the same and is not installed (40 MB for two percentiles is not worth it).
@@ -40,6 +48,8 @@ from wm.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 
 RESULTS_MD = "results.md"
 RESULTS_JSON = "results.json"
+PAIRED_MD = "paired.md"
+PAIRED_JSON = "paired.json"
 RANDOM_TAG = "random"  # `evaluate --random`'s default tag
 CI = 0.95
 _CHUNK = 4_000_000  # indices drawn at once by the bootstrap (32 MB of int64), so 10k episodes × 10k resamples fit
@@ -124,8 +134,8 @@ def _episode_returns(where: RunDir, tag: str, label: str) -> tuple[dict[str, Any
     return summary, returns, seeds
 
 
-def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, seed: int) -> dict[str, Any]:
-    """Every figure of one run's row; `returns` (the result C's episode returns) is dropped before the JSON."""
+def _result_episodes(path: str, tag: str):
+    """(run dir, config, (name, where, chosen), summary, returns, seeds) of the result C of the run at `path`."""
     base = RunDir(path)
     if not base.path.is_dir():
         raise WMError(f"{path}: not a run directory (no such folder)")
@@ -134,8 +144,14 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
         raise WMError(f"{path}: not a run directory (no {base.config_path.name})")
     from wm.status import result_pass
 
-    name, where, chosen = result_pass(base, tag)
-    summary, returns, seeds = _episode_returns(where, tag, f"{path} ({name})")
+    picked = result_pass(base, tag)
+    summary, returns, seeds = _episode_returns(picked[1], tag, f"{path} ({picked[0]})")
+    return base, cfg, picked, summary, returns, seeds
+
+
+def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, seed: int) -> dict[str, Any]:
+    """Every figure of one run's row; `returns` (the result C's episode returns) is dropped before the JSON."""
+    base, cfg, (name, where, chosen), summary, returns, seeds = _result_episodes(path, tag)
     lo, hi = bootstrap_ci(returns, resamples, seed)
     notes = []
     random = None
@@ -234,6 +250,46 @@ def gather(
     return doc
 
 
+def paired_row(a: str, b: str, tag: str = "real", resamples: int = 10000, seed: int = 0) -> dict[str, Any]:
+    """B − A over the episode seeds both result C's played (module docstring); WMError when they share < 2 seeds."""
+    sides = []
+    for path in (a, b):
+        _, _, (name, where, _), _, returns, seeds = _result_episodes(path, tag)
+        if len(seeds) != returns.size or len(set(seeds)) != len(seeds):
+            raise WMError(f"{path} ({name}): eval/{tag} episodes lack distinct seeds; rerun the evaluation to pair them")
+        sides.append((name, where, dict(zip(seeds, returns.tolist(), strict=True))))
+    (na, wa, ra), (nb, wb, rb) = sides
+    common = sorted(set(ra) & set(rb))
+    if len(common) < 2:
+        raise WMError(
+            f"{a} and {b} share {len(common)} evaluation seeds ({_seed_span(sorted(ra))} vs {_seed_span(sorted(rb))}); "
+            "a paired comparison needs both played on the same seeds"
+        )
+    x = np.array([ra[k] for k in common])
+    y = np.array([rb[k] for k in common])
+    d = y - x
+    lo, hi = bootstrap_ci(d, resamples, seed)
+    corr = float(np.corrcoef(x, y)[0, 1]) if x.std() > 0 and y.std() > 0 else None
+    return {
+        "a": {"run": a, "result": na, "path": str(wa.path), "episodes": len(ra), "mean": float(x.mean())},
+        "b": {"run": b, "result": nb, "path": str(wb.path), "episodes": len(rb), "mean": float(y.mean())},
+        "matched": len(common),
+        "seeds": _seed_span(common),
+        "diff": float(d.mean()),
+        "paired_se": float(d.std(ddof=1) / np.sqrt(d.size)),
+        "ci95": [lo, hi],
+        "corr": corr,
+    }
+
+
+def gather_paired(pairs: list[list[str]], tag: str = "real", resamples: int = 10000, seed: int = 0) -> dict[str, Any]:
+    """One row per (A, B) pair; nothing is written (a WMError names the first bad pair)."""
+    if resamples < 100:
+        raise WMError(f"--resamples must be >= 100, got {resamples}")
+    rows = [paired_row(a, b, tag, resamples, seed) for a, b in pairs]
+    return {"tag": tag, "resamples": resamples, "bootstrap_seed": seed, "ci_level": CI, "pairs": rows}
+
+
 # ---------------------------------------------------------------- the table
 
 
@@ -281,12 +337,43 @@ def format_table(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
+def format_paired(doc: dict[str, Any]) -> str:
+    """The Markdown table of `--paired`: one row per pair."""
+    out = [
+        "| A | B | episodes paired | A mean | B mean | B − A (paired SE) | 95 % CI of B − A | correlation |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in doc["pairs"]:
+        a, b = r["a"], r["b"]
+        corr = "—" if r["corr"] is None else f"{r['corr']:.2f}"
+        out.append(
+            f"| {a['run']} ({a['result']}) | {b['run']} ({b['result']}) | {r['matched']} ({r['seeds']}) | "
+            f"{a['mean']:.1f} | {b['mean']:.1f} | **{r['diff']:+.1f}** (± {r['paired_se']:.1f}) | {_ci(r['ci95'])} | "
+            f"{corr} |"
+        )
+    out += [
+        "",
+        f"C's evaluation `eval/{doc['tag']}` of each side's result C, episodes matched by seed; the means are over the "
+        "matched episodes. Paired SE: std of the per-seed differences (ddof 1) / √n. 95 % CI: percentile bootstrap of "
+        f"the mean difference ({doc['resamples']} resamples, seed {doc['bootstrap_seed']}).",
+    ]
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- CLI
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs", nargs="+", default=[], metavar="RUN", help="run directories, one row each (e.g. one per seed)")
     p.add_argument("--frozen", nargs="+", default=[], metavar="RUN", help="runs of a frozen recipe: rows marked so")
+    p.add_argument(
+        "--paired",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("A", "B"),
+        help="compare two runs' result C's on their shared evaluation seeds: B − A with its paired SE (repeatable)",
+    )
     p.add_argument("--out", default="results", help=f"folder for {RESULTS_MD} and {RESULTS_JSON} (default: ./results)")
     p.add_argument("--tag", default="real", help="C's evaluation to gather, eval/<tag> (default: real)")
     p.add_argument("--random-tag", default=RANDOM_TAG, help=f"the random baseline's eval/<tag> (default: {RANDOM_TAG})")
@@ -295,11 +382,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    doc = gather(args.runs, args.frozen, args.tag, args.random_tag, args.resamples, args.bootstrap_seed)
-    table = format_table(doc)
+    if args.paired:
+        if args.runs or args.frozen:
+            raise WMError("--paired makes its own table: give it without --runs/--frozen")
+        doc = gather_paired(args.paired, args.tag, args.resamples, args.bootstrap_seed)
+        table, names = format_paired(doc), (PAIRED_MD, PAIRED_JSON)
+    else:
+        doc = gather(args.runs, args.frozen, args.tag, args.random_tag, args.resamples, args.bootstrap_seed)
+        table, names = format_table(doc), (RESULTS_MD, RESULTS_JSON)
     out = Path(args.out)
-    atomic_write_json(out / RESULTS_JSON, doc)
-    atomic_write_text(out / RESULTS_MD, table)
+    atomic_write_json(out / names[1], doc)
+    atomic_write_text(out / names[0], table)
     sys.stdout.write(table)
-    print(f"\nwritten: {out / RESULTS_MD}, {out / RESULTS_JSON}")
+    print(f"\nwritten: {out / names[0]}, {out / names[1]}")
     return 0
