@@ -32,13 +32,22 @@ def _cfg(*sets: str) -> C.Config:
 
 
 def _drive(
-    tmp_path, monkeypatch, scores: list[tuple[float, float]], *sets: str, random: float = 50.0, round_minutes: float = 0
+    tmp_path,
+    monkeypatch,
+    scores: list[tuple[float, float]],
+    *sets: str,
+    random: float = 50.0,
+    round_minutes: float = 0,
+    spent: float = 0,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
-    with `round_minutes`, on a fake clock where each round takes that long. Returns (rounds run, explores, rounds.json)."""
+    with `round_minutes`, on a fake clock where each round takes that long; with `spent`, as the rerun of a run whose
+    rounds.json recorded that many minutes. Returns (rounds run, explores, rounds.json)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
+    if spent:
+        run.rounds_path.write_text(json.dumps({"minutes": spent}))
     explores: list[float] = []
     calls = iter(scores)
 
@@ -69,7 +78,7 @@ def _drive(
         monkeypatch.setattr(pipeline, "time", clock)
         monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: setattr(clock, "now", clock.now + round_minutes * 60))
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
-    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=t0)
+    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
 
@@ -120,6 +129,15 @@ def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypat
     assert rounds == ["round1", "round2"]
     assert doc["stopped"].endswith("another round, as long as the last (12 min), would end at 36 min")
     assert doc["result"]["name"] == "round2"
+
+
+def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):
+    # the run above, killed after 20 of its 35 minutes and rerun: round 1 ends at 32, round 2 would end at 44 and does
+    # not start (a fresh budget on every rerun ran rounds 1 and 2 again, as if no time had passed)
+    scores = [(100, 110), (200, 210), (300, 310), (400, 410)]
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=35", round_minutes=12, spent=20)
+    assert rounds == ["round1"] and doc["stopped"].endswith("would end at 44 min") and doc["minutes"] == 32
+    assert "[rounds] resuming: 20 min of iterate.max_minutes = 35 spent" in capsys.readouterr().out
 
 
 def test_control_helpers():

@@ -242,8 +242,11 @@ def _run_round(
     return child
 
 
-def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None, random: float = 0.0) -> dict:
-    """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped."""
+def write_rounds(
+    run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None, random: float = 0.0, minutes: float = 0.0
+) -> dict:
+    """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped, and the minutes
+    the run had spent when it was written (what a resumed run counts against `iterate.max_minutes`)."""
     best = history[best_pass(history)]
     doc = {
         "passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
@@ -251,9 +254,18 @@ def write_rounds(run: RunDir, cfg: Config, history: list[PassCheck], stopped: st
         "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
         "check_seeds": check_seeds(cfg),
         "stopped": stopped,
+        "minutes": round(minutes, 2),
     }
     atomic_write_json(run.rounds_path, doc)
     return doc
+
+
+def _spent_minutes(run: RunDir) -> float:
+    """Minutes an earlier invocation of this run had spent, as its rounds.json records them (0 without one)."""
+    try:
+        return float(json.loads(run.rounds_path.read_text()).get("minutes", 0.0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
 
 
 def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], t0: float) -> list[RunDir]:
@@ -267,14 +279,23 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
             _run_round(run, cfg, k, None, args, timings)
         return rounds
+    # A rerun resumes the run's time budget, not a fresh one: the minutes rounds.json recorded when it was last
+    # written (at the start of the round a kill interrupted) count; that round's finished stages are not recounted.
+    spent = 0.0 if getattr(args, "force", False) else _spent_minutes(run)
+    if spent:
+        print(f"[rounds] resuming: {spent:.0f} min of iterate.max_minutes = {cfg.iterate.max_minutes} spent", flush=True)
+
+    def minutes() -> float:
+        return spent + (time.time() - t0) / 60
+
     random = random_check(run, cfg)
     history, rounds = [check_pass(run, cfg, "first pass")], []
     last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
-    while (reason := stop_reason(history, cfg, (time.time() - t0) / 60, random, last_round)) is None:
+    while (reason := stop_reason(history, cfg, minutes(), random, last_round)) is None:
         started = time.time()
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg, random)
-        write_rounds(run, cfg, history, None, random)
+        write_rounds(run, cfg, history, None, random, minutes())
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
@@ -287,7 +308,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         rounds.append(child)
         history.append(check_pass(child, child.load_config(), child.path.name))
         last_round = (time.time() - started) / 60
-    doc = write_rounds(run, cfg, history, reason, random)
+    doc = write_rounds(run, cfg, history, reason, random, minutes())
     print(
         f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
         f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}",
