@@ -134,7 +134,9 @@ def _episode_returns(where: RunDir, tag: str, label: str) -> tuple[dict[str, Any
     return summary, returns, seeds
 
 
-def _result_episodes(path: str, tag: str):
+def _result_episodes(
+    path: str, tag: str
+) -> tuple[RunDir, Any, tuple[str, RunDir, str], dict[str, Any], np.ndarray, list[int]]:
     """(run dir, config, (name, where, chosen), summary, returns, seeds) of the result C of the run at `path`."""
     base = RunDir(path)
     if not base.path.is_dir():
@@ -374,7 +376,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
         metavar=("A", "B"),
         help="compare two runs' result C's on their shared evaluation seeds: B − A with its paired SE (repeatable)",
     )
-    p.add_argument("--out", default="results", help=f"folder for {RESULTS_MD} and {RESULTS_JSON} (default: ./results)")
+    p.add_argument(
+        "--out",
+        default="results",
+        help=f"folder for {RESULTS_MD} and {RESULTS_JSON} ({PAIRED_MD}, {PAIRED_JSON} with --paired; default: ./results)",
+    )
     p.add_argument("--tag", default="real", help="C's evaluation to gather, eval/<tag> (default: real)")
     p.add_argument("--random-tag", default=RANDOM_TAG, help=f"the random baseline's eval/<tag> (default: {RANDOM_TAG})")
     p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
