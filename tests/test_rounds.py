@@ -38,16 +38,16 @@ def _drive(
     *sets: str,
     random: float = 50.0,
     round_minutes: float = 0,
-    spent: float = 0,
+    recorded: dict[str, float] | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
-    with `round_minutes`, on a fake clock where each round takes that long; with `spent`, as the rerun of a run whose
-    rounds.json recorded that many minutes. Returns (rounds run, explores, rounds.json)."""
+    with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
+    rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
-    if spent:
-        run.rounds_path.write_text(json.dumps({"minutes": spent}))
+    if recorded:
+        run.rounds_path.write_text(json.dumps({"passes": [{"name": k, "minutes": v} for k, v in recorded.items()]}))
     explores: list[float] = []
     calls = iter(scores)
 
@@ -132,12 +132,29 @@ def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypat
 
 
 def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):
-    # the run above, killed after 20 of its 35 minutes and rerun: round 1 ends at 32, round 2 would end at 44 and does
-    # not start (a fresh budget on every rerun ran rounds 1 and 2 again, as if no time had passed)
+    # budget 30 min; the first invocation's first pass ended at 8 min, round 1 at 20, then a kill in round 2. The
+    # rerun passes over round 1 again (the clock set back to its recorded 20 min, round length 12) and does not start
+    # round 2 (20 + 12 > 30); a fresh budget on every rerun ran rounds 1 and 2 as if no time had passed.
     scores = [(100, 110), (200, 210), (300, 310), (400, 410)]
-    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=35", round_minutes=12, spent=20)
-    assert rounds == ["round1"] and doc["stopped"].endswith("would end at 44 min") and doc["minutes"] == 32
-    assert "[rounds] resuming: 20 min of iterate.max_minutes = 35 spent" in capsys.readouterr().out
+    rec = {"first pass": 8.0, "round1": 20.0}
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=30", round_minutes=12, recorded=rec)
+    assert rounds == ["round1"] and doc["stopped"].endswith("would end at 32 min")
+    assert [p["minutes"] for p in doc["passes"]] == [8.0, 20.0] and doc["minutes"] == 20.0
+    assert "[rounds] resuming the time budget" in capsys.readouterr().out
+    # without the record: a fresh budget, rounds 1 and 2 (0 → 12 → 24), the minutes of each pass recorded
+    rounds, _, doc = _drive(tmp_path / "fresh", monkeypatch, scores, "iterate.max_minutes=30", round_minutes=12)
+    assert rounds == ["round1", "round2"] and [p["minutes"] for p in doc["passes"]] == [0.0, 12.0, 24.0]
+
+
+def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
+    # a run that stopped on its budget at 44 of its 45 minutes, rerun as is (its stages skipped; here the fake clock
+    # still charges 12 min per pass): each pass's recorded minutes set the clock, so every round is passed over again
+    # and the result stays round 2; carrying the final 44 minutes from the start stopped the rerun after round 1.
+    scores = [(100, 110), (200, 210), (500, 510), (400, 410)]
+    rec = {"first pass": 8.0, "round1": 20.0, "round2": 32.0, "round3": 44.0}
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=45", round_minutes=12, recorded=rec)
+    assert rounds == ["round1", "round2", "round3"] and doc["result"]["name"] == "round2"
+    assert doc["stopped"].endswith("would end at 56 min") and doc["minutes"] == 44.0
 
 
 def test_control_helpers():

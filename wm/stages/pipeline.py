@@ -243,13 +243,22 @@ def _run_round(
 
 
 def write_rounds(
-    run: RunDir, cfg: Config, history: list[PassCheck], stopped: str | None, random: float = 0.0, minutes: float = 0.0
+    run: RunDir,
+    cfg: Config,
+    history: list[PassCheck],
+    stopped: str | None,
+    random: float = 0.0,
+    minutes: float = 0.0,
+    at: dict[str, float] | None = None,
 ) -> dict:
-    """`rounds.json`: every pass's check scores, which C is the run's result, why the rounds stopped, and the minutes
-    the run had spent when it was written (what a resumed run counts against `iterate.max_minutes`)."""
+    """`rounds.json`: every pass's check scores and the run's minutes when its check ended (`at`: what a rerun's
+    time budget resumes from), which C is the run's result, why the rounds stopped, the minutes spent when written."""
     best = history[best_pass(history)]
+    at = at or {}
     doc = {
-        "passes": [{**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio))} for h in history],
+        "passes": [
+            {**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio)), "minutes": at.get(h.name)} for h in history
+        ],
         "random_check": random,
         "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
         "check_seeds": check_seeds(cfg),
@@ -260,12 +269,13 @@ def write_rounds(
     return doc
 
 
-def _spent_minutes(run: RunDir) -> float:
-    """Minutes an earlier invocation of this run had spent, as its rounds.json records them (0 without one)."""
+def _recorded_minutes(run: RunDir) -> dict[str, float]:
+    """{pass name: the run's minutes when its check ended} from an earlier invocation's rounds.json ({} without)."""
     try:
-        return float(json.loads(run.rounds_path.read_text()).get("minutes", 0.0))
-    except (OSError, ValueError, TypeError, AttributeError):
-        return 0.0
+        passes = json.loads(run.rounds_path.read_text())["passes"]
+        return {str(p["name"]): float(p["minutes"]) for p in passes if p.get("minutes") is not None}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], t0: float) -> list[RunDir]:
@@ -279,23 +289,33 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
             _run_round(run, cfg, k, None, args, timings)
         return rounds
-    # A rerun resumes the run's time budget, not a fresh one: the minutes rounds.json recorded when it was last
-    # written (at the start of the round a kill interrupted) count; that round's finished stages are not recounted.
-    spent = 0.0 if getattr(args, "force", False) else _spent_minutes(run)
-    if spent:
-        print(f"[rounds] resuming: {spent:.0f} min of iterate.max_minutes = {cfg.iterate.max_minutes} spent", flush=True)
+    # A rerun resumes the run's time budget, not a fresh one. Passing again over the passes an earlier invocation
+    # finished (their stages are skipped), the clock is set to the run's minutes recorded at each one's check, and
+    # the last round's length to the recorded one; a round a kill interrupted restarts the clock from its predecessor
+    # (its finished stages are not recounted).
+    recorded = {} if getattr(args, "force", False) else _recorded_minutes(run)
+    clock = {"base": 0.0, "at": t0}
+    at: dict[str, float] = {}
 
     def minutes() -> float:
-        return spent + (time.time() - t0) / 60
+        return clock["base"] + (time.time() - clock["at"]) / 60
+
+    def checked(check: PassCheck) -> PassCheck:
+        if check.name in recorded:
+            clock.update(base=recorded[check.name], at=time.time())
+        at[check.name] = minutes()
+        return check
 
     random = random_check(run, cfg)
-    history, rounds = [check_pass(run, cfg, "first pass")], []
+    history, rounds = [checked(check_pass(run, cfg, "first pass"))], []
+    if recorded:
+        print(f"[rounds] resuming the time budget from the minutes {run.rounds_path} recorded", flush=True)
     last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
     while (reason := stop_reason(history, cfg, minutes(), random, last_round)) is None:
-        started = time.time()
+        started = minutes()
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg, random)
-        write_rounds(run, cfg, history, None, random, minutes())
+        write_rounds(run, cfg, history, None, random, minutes(), at)
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
@@ -306,9 +326,9 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         )
         child = _run_round(run, cfg, k, explore, args, timings)
         rounds.append(child)
-        history.append(check_pass(child, child.load_config(), child.path.name))
-        last_round = (time.time() - started) / 60
-    doc = write_rounds(run, cfg, history, reason, random, minutes())
+        history.append(checked(check_pass(child, child.load_config(), child.path.name)))
+        last_round = minutes() - started
+    doc = write_rounds(run, cfg, history, reason, random, minutes(), at)
     print(
         f"[rounds] stopped: {reason}; the run's result is {doc['result']['name']}'s C "
         f"(real check {history[best_pass(history)].real:.1f}) — {run.rounds_path}",
