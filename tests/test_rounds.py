@@ -47,7 +47,8 @@ def _drive(
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
     if recorded:
-        run.rounds_path.write_text(json.dumps({"passes": [{"name": k, "minutes": v} for k, v in recorded.items()]}))
+        passes = [{"name": k, "minutes": v} for k, v in recorded.items()]
+        run.rounds_path.write_text(json.dumps({"passes": passes, "result": passes[0]}))  # as write_rounds writes it
     explores: list[float] = []
     calls = iter(scores)
 

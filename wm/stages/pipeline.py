@@ -42,6 +42,7 @@ from wm.registry import STAGES, stage
 from wm.rundir import RunDir, atomic_write_json, round_dirs
 from wm.stages.report import evaluations
 from wm.stages.train_controller import check_fitness
+from wm.status import round_checks
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -271,11 +272,8 @@ def write_rounds(
 
 def _recorded_minutes(run: RunDir) -> dict[str, float]:
     """{pass name: the run's minutes when its check ended} from an earlier invocation's rounds.json ({} without)."""
-    try:
-        passes = json.loads(run.rounds_path.read_text())["passes"]
-        return {str(p["name"]): float(p["minutes"]) for p in passes if p.get("minutes") is not None}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+    doc = round_checks(run) or {"passes": []}
+    return {str(p["name"]): float(p["minutes"]) for p in doc["passes"] if p.get("minutes") is not None}
 
 
 def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], t0: float) -> list[RunDir]:
