@@ -158,6 +158,25 @@ def test_hold_ha2018_rule_is_the_authors_loop():
     assert lengths.min() >= 1 and lengths.max() <= 10
 
 
+def test_long_hold_episodes_hold_each_action_their_own_range():
+    cfg = load(["doom_takecover"], ["collect.long_hold_share=0.3", "collect.long_hold=[25, 100]"])
+    h = make_policy(cfg, np.random.default_rng(3), 1)
+    kinds, long_lengths, short_lengths = [], [], []
+    for _ in range(400):
+        h.reset()
+        a = np.array([h.act()[0] for _ in range(400)])
+        kinds.append(h.long_episode)
+        (long_lengths if h.long_episode else short_lengths).append(_hold_lengths(a))
+    assert np.mean(kinds) == pytest.approx(0.3, abs=0.06)  # drawn per episode
+    long_l, short_l = np.concatenate(long_lengths), np.concatenate(short_lengths)
+    assert long_l.min() >= 25 and long_l.max() <= 100 and abs(long_l.mean() - 62.5) < 3  # exact rule, uniform
+    assert short_l.max() <= 10  # the other episodes keep the authors' 1..10
+    with pytest.raises(WMError, match="long_hold_share"):
+        make_policy(load(["doom_takecover"], ["collect.long_hold_share=1.5"]), np.random.default_rng(0), 1)
+    with pytest.raises(WMError, match="long_hold"):
+        make_policy(load(["doom_takecover"], ["collect.long_hold_share=0.2", "collect.long_hold=[50, 10]"]), None, 1)
+
+
 def test_random_agent_quantiles_match_section_1a():
     # §1a (simulated over 4000 episodes): steer quartiles ≈ ±0.10, gas median 0.50 and 5/95 % ≈ 0.15/0.84,
     # brake > 0 on 50 % of steps and > 0.5 on 7 %.
