@@ -132,7 +132,5 @@ def make_policy(cfg: Config, rng: np.random.Generator, action_dim: int) -> Rando
         long = c.long_hold
         if not isinstance(long, (list, tuple)) or len(long) != 2:
             raise WMError(f"collect.long_hold must be a list [min, max] of steps, got {long!r}")
-        return Hold(
-            rng, action_dim, int(c.hold_min), int(c.hold_max), str(c.hold_rule), float(c.long_hold_share), tuple(long)
-        )
+        return Hold(rng, action_dim, int(c.hold_min), int(c.hold_max), str(c.hold_rule), float(c.long_hold_share), tuple(long))
     raise WMError(f"unknown collect.policy {c.policy!r} (expected one of {POLICIES})")
