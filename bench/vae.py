@@ -5,7 +5,9 @@
 Prints one JSON object. Each measurement runs in its own subprocess so its peak RSS (ru_maxrss) is its own.
 "stream" is the train-vae pipeline (tf.data over the .npz shards: parallel decode, shuffle buffer, prefetch);
 "memory" is the authors' scheme (every frame in one uint8 array, random batches by index, paper_settings.md §2).
-Both run the same compiled train step of the paper's ConvVAE (z=64, batch 100).
+Both run the same compiled train step of the paper's ConvVAE (z=64, batch 100). "xla" is `vae.jit_compile: auto`'s
+probe (`wm.models.vae.xla_probe`): the graph and the XLA train step timed in one process, at the `small` presets'
+batch of 32; which is faster depends on the CPU.
 """
 
 from __future__ import annotations
@@ -58,6 +60,10 @@ def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer:
     from wm.data.episodes import list_episodes, read_episode
     from wm.models.vae import ConvVAE, make_encoder, make_optimizer, make_train_step
 
+    if mode == "xla":
+        from wm.models.vae import xla_probe
+
+        return xla_probe(64, 32, 0.5, steps=steps)
     paths = list_episodes(folder)
     base = _rss_mb()
     model = ConvVAE(64)
@@ -107,7 +113,7 @@ def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small data and few steps (under a minute)")
-    ap.add_argument("--worker", choices=("stream", "memory", "encode"), help=argparse.SUPPRESS)
+    ap.add_argument("--worker", choices=("stream", "memory", "encode", "xla"), help=argparse.SUPPRESS)
     ap.add_argument("--dir", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -121,13 +127,13 @@ def main() -> None:
         folder = Path(tmp)
         make_shards(folder, episodes, t)
         res = {}
-        for mode in ("stream", "memory", "encode"):
+        for mode in ("stream", "memory", "encode", "xla"):
             cmd = [sys.executable, __file__, "--worker", mode, "--dir", str(folder)] + (["--quick"] if quick else [])
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             if proc.returncode != 0:
                 raise SystemExit(f"{mode} worker failed:\n{proc.stderr[-2000:]}")
             res[mode] = json.loads(proc.stdout.strip().splitlines()[-1])
-    s, m, e = res["stream"], res["memory"], res["encode"]
+    s, m, e, x = res["stream"], res["memory"], res["encode"], res["xla"]
     print(
         json.dumps(
             {
@@ -145,6 +151,9 @@ def main() -> None:
                 "memory_peak_rss_mb": round(m["peak_rss_mb"], 1),
                 "memory_dataset_mb": round(m["dataset_mb"], 1),
                 "encode_frames_per_s": round(e["frames_per_s"], 1),
+                "batch32_graph_frames_per_s": round(x["graph"], 1),
+                "batch32_xla_frames_per_s": round(x["xla"], 1),
+                "xla_over_graph": round(x["xla"] / x["graph"], 2),
                 "cpu_count": os.cpu_count(),
             }
         )

@@ -92,6 +92,7 @@ def test_casts_to_default_type():
     cfg = C.load([], ["vae.lr=1e-3", "dream.temperature=1", "vae.epochs=4.0"])
     assert cfg.vae.lr == 1e-3 and isinstance(cfg.vae.lr, float)
     assert isinstance(cfg.dream.temperature, float) and isinstance(cfg.vae.epochs, int)
+    assert C.load([], ["vae.jit_compile=true"]).vae.jit_compile == "true"  # YAML's bool, for a word key
 
 
 def test_yaml_file_as_block(tmp_path):

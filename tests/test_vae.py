@@ -220,13 +220,20 @@ def test_nan_guard_keeps_last_good_checkpoint(tmp_path):
     assert not run.is_done("train-vae")
 
 
+class _Replicas:
+    """A stand-in strategy with `n` replicas (only its replica count is read)."""
+
+    def __init__(self, n: int):
+        self.num_replicas_in_sync = n
+
+
 def test_xla_step_equals_the_graph_step_and_bad_settings_are_named():
     """`vae.jit_compile`: the XLA-compiled train step gives the graph step's losses and weights (same noise)."""
     import keras
     import tensorflow as tf
 
     from wm.data.frames import decode_files
-    from wm.models.vae import ConvVAE, make_train_step, use_xla
+    from wm.models.vae import PROBE_FRAMES, ConvVAE, make_train_step, probes_xla, use_xla, xla_probe
 
     x = tf.constant(np.random.default_rng(0).integers(0, 256, (8, 64, 64, 3), dtype=np.uint8))
     runs = []
@@ -242,7 +249,15 @@ def test_xla_step_equals_the_graph_step_and_bad_settings_are_named():
     np.testing.assert_allclose(xla, graph, rtol=1e-5)  # the same function: only the summation order differs
     assert graph[2] < graph[0]  # it trains
     assert np.linalg.norm(d_xla - d_graph) < 0.01 * np.linalg.norm(d_graph)  # the same updates
-    assert use_xla(True) and not use_xla("false") and use_xla("auto") == bool(tf.config.get_visible_devices("GPU"))
+    gpu = bool(tf.config.get_visible_devices("GPU"))
+    assert use_xla(True) and not use_xla("false") and use_xla("auto") == gpu
+    # auto on a CPU follows the probe's rates: XLA only when clearly faster
+    assert use_xla("auto", rates={"graph": 56.6, "xla": 185.5}) and use_xla("auto", rates={"graph": 200, "xla": 185}) == gpu
+    assert not use_xla("true", strategy=_Replicas(2))
+    assert probes_xla("auto", frames=PROBE_FRAMES) == (not gpu) and not probes_xla("auto", frames=PROBE_FRAMES - 1)
+    assert not probes_xla("true", frames=10 * PROBE_FRAMES) and not probes_xla("auto", _Replicas(2), 10 * PROBE_FRAMES)
+    rates = xla_probe(32, 4, 0.5, steps=1)
+    assert set(rates) == {"graph", "xla"} and min(rates.values()) > 0
     with pytest.raises(WMError, match="vae.jit_compile must be true, false or auto, got 'yes'"):
         use_xla("yes")
     assert decode_files(3) == 3 and 1 <= decode_files(0) <= 16

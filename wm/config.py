@@ -120,6 +120,8 @@ def cast(key: str, value: Any, default: Any) -> Any:
     if expected is str:
         if isinstance(value, str):
             return value
+        if isinstance(value, bool):  # YAML reads `--set vae.jit_compile=true` as a bool: the word was meant
+            return str(value).lower()
         raise bad
     if expected is list:
         if isinstance(value, list):

@@ -13,8 +13,11 @@ exactly the same noise as an uninterrupted one.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -124,18 +127,57 @@ def sample_eps(seed: int, step, z_dim: int, batch) -> tf.Tensor:
     return tf.random.stateless_normal((batch, z_dim), seed=s)
 
 
-def use_xla(setting, strategy=None) -> bool:
-    """Whether V's steps compile with XLA (`vae.jit_compile`: true | false | auto = when a GPU is visible).
+# `vae.jit_compile: auto` on a CPU: a V training of at least PROBE_FRAMES frames first times both steps (xla_probe,
+# ≈ 20 s) and takes XLA when it is XLA_MARGIN× faster. Which is faster depends on the CPU: on one 2-core machine
+# XLA was no faster (152–171 vs 166–245 frames/s), on another (AMD EPYC, AVX2) 3.3× faster (185.5 vs 56.6).
+PROBE_FRAMES = 50_000
+XLA_MARGIN = 1.1
 
-    Never under several replicas (XLA would have to wrap the strategy's cross-device reduction).
+
+def probes_xla(setting, strategy=None, frames: int = 0) -> bool:
+    """Whether `use_xla` needs `xla_probe`'s rates: `auto`, no GPU, one replica, a training of >= PROBE_FRAMES."""
+    return (
+        str(setting).lower() == "auto"
+        and frames >= PROBE_FRAMES
+        and not tf.config.get_visible_devices("GPU")
+        and (strategy or tf.distribute.get_strategy()).num_replicas_in_sync == 1
+    )
+
+
+def use_xla(setting, strategy=None, rates: dict[str, float] | None = None) -> bool:
+    """Whether V's steps compile with XLA (`vae.jit_compile`: true | false | auto).
+
+    auto: with a GPU visible; on a CPU when `rates` (xla_probe's frames/s, see `probes_xla`) show XLA
+    XLA_MARGIN× faster than the graph step. Never under several replicas (XLA would have to wrap the strategy's
+    cross-device reduction). The two steps are the same function with the same noise (tests/test_vae.py).
     """
     if str(setting).lower() not in ("true", "false", "auto"):
         raise WMError(f"vae.jit_compile must be true, false or auto, got {setting!r}")
     if (strategy or tf.distribute.get_strategy()).num_replicas_in_sync > 1:
         return False
     if str(setting).lower() == "auto":
-        return bool(tf.config.get_visible_devices("GPU"))
+        if tf.config.get_visible_devices("GPU"):
+            return True
+        return rates is not None and rates["xla"] > XLA_MARGIN * rates["graph"]
     return str(setting).lower() == "true"
+
+
+def xla_probe(z_dim: int, batch: int, kl_tolerance: float, steps: int = 6) -> dict[str, float]:
+    """Training frames/s of the graph and the XLA train step, each on a throwaway V (random weights and frames).
+
+    It draws from Keras's global generator (the throwaway weights): call it before seeding the real model.
+    """
+    x = tf.constant(np.random.default_rng(0).integers(0, 256, (batch, *FRAME), dtype=np.uint8))
+    rates = {}
+    for name, jit in (("graph", False), ("xla", True)):
+        step = make_train_step(ConvVAE(z_dim), make_optimizer(), kl_tolerance, 0, jit_compile=jit)
+        float(step(x, tf.constant(0, tf.int64))[0])  # trace / compile, build the optimizer
+        t0 = time.perf_counter()
+        for i in range(steps):
+            out = step(x, tf.constant(i + 1, tf.int64))
+        float(out[0])
+        rates[name] = batch * steps / (time.perf_counter() - t0)
+    return rates
 
 
 def make_train_step(

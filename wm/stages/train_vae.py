@@ -7,8 +7,9 @@ stream is a function of (seed, epoch) and the consumed batches are skipped, and 
 of the step, so the result equals an uninterrupted run.
 
 Speed (GPU issue): the losses stay on the device and are read back every `SYNC_EVERY` steps and before every save
-(`wm.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU) compiles the steps with XLA (the
-noise is drawn outside it, so it does not change the numbers); `vae.parallel_files` 0 decodes one episode file per
+(`wm.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU, or on a CPU where a ≈ 20 s probe
+times XLA faster: `wm.models.vae.probes_xla`) compiles the steps with XLA (the noise is drawn outside it, so it does
+not change the numbers); `vae.parallel_files` 0 decodes one episode file per
 core; one GPU unless `vae.multi_gpu` (then scale `vae.batch_size`).
 """
 
@@ -82,7 +83,15 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     """
     from wm import tf_setup
     from wm.media import image_grid, save_png
-    from wm.models.vae import ConvVAE, make_eval_step, make_optimizer, make_train_step, use_xla
+    from wm.models.vae import (
+        ConvVAE,
+        make_eval_step,
+        make_optimizer,
+        make_train_step,
+        probes_xla,
+        use_xla,
+        xla_probe,
+    )
     from wm.training import Checkpoint, Deferred, EarlyStopping, Rate, check_finite, save_weights
 
     v = cfg.vae
@@ -105,6 +114,10 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
     import keras
 
+    rates = None
+    if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
+        rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
+        log.info("vae.jit_compile auto: graph step %.1f frames/s, XLA %.1f on this CPU", rates["graph"], rates["xla"])
     keras.utils.set_random_seed(int(cfg.run.seed))  # the initial weights depend on the run seed only
     with strategy.scope():
         model = ConvVAE(v.z_dim)
@@ -144,7 +157,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     log.scalars(state["step"], {"vae/bad_files": len(checked.bad)}, console=False)
 
     seed = int(cfg.run.seed)
-    jit = use_xla(v.jit_compile, strategy)
+    jit = use_xla(v.jit_compile, strategy, rates)
     train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy, jit_compile=jit)
     eval_step = make_eval_step(model, v.kl_tolerance, seed, jit_compile=jit)
     # the interleave width orders the frames: a run resumed mid-epoch keeps the width its epoch started with
