@@ -132,9 +132,14 @@ def _per_step_reference(ev, params, seeds):
     return ret.reshape(P, K), zs
 
 
+def _close(got, want):
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
-    """ε is drawn EPS_BLOCK steps at a time: returns and every sampled z are bit-identical to one draw per step,
-    whatever the number of envs (slots reused, episodes starting at different steps)."""
+    """ε is drawn EPS_BLOCK steps at a time: returns and every sampled z are those of one draw per step (bit-identical
+    in the reference's batch; to float rounding with fewer envs: slots reused, episodes starting at different
+    steps)."""
     import wm.envs
     from wm.rollout import EPS_BLOCK
 
@@ -153,8 +158,11 @@ def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
             finally:
                 ev.close()
             assert lengths.ravel().tolist() == [100 + 37 * (s % 5) for s in seeds.ravel()]
-            np.testing.assert_array_equal(returns, want_returns)
+            # the reference's batch of 6: bit-identical. A batch of 2 runs other matmul kernels on some CPUs (AVX2
+            # EPYC: ~1e-7 relative); an ε one step out of place moves z by σ·O(1), far beyond the tolerance
+            check = np.testing.assert_array_equal if n_envs == 6 else _close
+            check(returns, want_returns)
             for got, want in zip(ev.latents, want_z, strict=True):
-                np.testing.assert_array_equal(np.stack(got), np.stack(want))
+                check(np.stack(got), np.stack(want))
     finally:
         ref.close()
