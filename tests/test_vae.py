@@ -288,7 +288,7 @@ def test_refuses_without_collect(tmp_path):
 
 @pytest.mark.slow
 def test_learns_coloured_squares(tmp_path):
-    """10 short epochs on 300 frames: the reconstruction error falls below the mean-image predictor's. The XLA step
+    """10 short epochs on 300 frames: the reconstruction error falls below the mean-image predictor's. On V's XLA step
     (3× the graph step on an AVX2 CPU: 35 s instead of 104 s for the whole test)."""
     from wm.data.episodes import list_episodes, read_episode
 
