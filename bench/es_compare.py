@@ -76,6 +76,8 @@ def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, An
     steps = sum(float(r["es/len_mean"]) for r in gens) * int(es.popsize) * int(es.trials)
     elapsed = float(last["es/elapsed"])
     return {
+        "popsize": int(es.popsize),  # what it trained with: the world's unless --set changed it
+        "trials": int(es.trials),
         "generations": int(last["es/generation"]),
         "s_per_generation": round(elapsed / len(gens), 2),
         "dream_steps_per_s": round(steps / elapsed),
