@@ -76,7 +76,7 @@ def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, An
     steps = sum(float(r["es/len_mean"]) for r in gens) * int(es.popsize) * int(es.trials)
     elapsed = float(last["es/elapsed"])
     return {
-        "popsize": int(es.popsize),  # what it trained with: the world's unless --set changed it
+        "popsize": int(es.popsize),
         "trials": int(es.trials),
         "generations": int(last["es/generation"]),
         "s_per_generation": round(elapsed / len(gens), 2),
@@ -101,9 +101,8 @@ def main() -> None:
     world = a.world.resolve()
     if not RunDir(world).is_done("train-mdnrnn"):
         sys.exit(f"error: {world} has not finished train-mdnrnn (no world to train C in)")
-    cfg = RunDir(world).load_config()
-    out: dict[str, Any] = {"bench": "es_compare", "world": str(a.world), "popsize": int(cfg.es.popsize)}
-    out |= {"trials": int(cfg.es.trials), "mpi_ranks": a.mpi, "sets": a.set}  # the world's; --set may change them
+    # each algorithm's entry gives the popsize and trials it trained with (the world's, or --set's)
+    out: dict[str, Any] = {"bench": "es_compare", "world": str(a.world), "mpi_ranks": a.mpi, "sets": a.set}
     random = a.out / "random"
     link_world(world, random)
     if not RunDir(random).eval_summary("random").exists():
