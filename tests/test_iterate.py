@@ -259,3 +259,29 @@ def test_round_retraining_v_fine_tunes_the_previous_v_and_leaves_earlier_rounds_
     for name in ("ep_000000.npz", "ep_000001.npz"):  # re-encoded into the round's own files, not written through links
         assert (r1.series_dir / name).stat().st_ino != (base.series_dir / name).stat().st_ino
     assert {p: p.read_bytes() for p in before} == before  # the base run is untouched
+
+
+def test_round_compare_rebuilds_a_round_beside_the_run_and_writes_nothing_into_it(tmp_path, repo_root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("round_compare", repo_root / "bench" / "round_compare.py")
+    rc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(rc)
+    cfg = _cfg("iterate.rounds=2")
+    base = _fake_base(tmp_path / "run", cfg)
+    _fake_base(base.path / "round1", round_config(cfg, 1))
+    before = sorted(p.relative_to(base.path) for p in base.path.rglob("*"))
+    out = tmp_path / "screen"
+    child = rc.setup(base.path, 2, out, ["iterate.explore=0.0"])
+    assert child.path == out / "round2" and (out / "round1").resolve() == (base.path / "round1").resolve()
+    ccfg = child.load_config()
+    assert (ccfg.collect.explore, ccfg.collect.agent_run, ccfg.collect.episodes) == (0.0, "../round1", 12 + 2 * 5)
+    assert ccfg.mdnrnn.init_from == "../round1/mdnrnn/mdnrnn.weights.h5"
+    name, r1 = "ep_000001.npz", RunDir(base.path / "round1")
+    assert (child.stage_dir("collect") / name).stat().st_ino == (r1.stage_dir("collect") / name).stat().st_ino
+    assert sorted(p.relative_to(base.path) for p in base.path.rglob("*")) == before  # the run is untouched
+    with pytest.raises(WMError, match="--round must be >= 2"):
+        rc.setup(base.path, 1, tmp_path / "x", [])
+    with pytest.raises(WMError, match="round3 has no finished train-controller"):
+        rc.setup(base.path, 4, tmp_path / "y", [])
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
