@@ -8,7 +8,8 @@ with `--set` applied to the run's config first, so a round-level lever (`iterate
 round started from. Its stages run as the pipeline runs them (`python -m wm pipeline --run OUT/round<K> --mpi N`:
 collect with round K − 1's C, encode, M, C under mpirun, 100 real episodes on the run's evaluation seeds). Prints
 one JSON object: what the round collected, its real score and its M's final NLL beside the original round's, and
-the difference paired by episode seed (`wm.results.paired_row`).
+the difference paired by episode seed (`wm.results.paired_row`); `original` and `paired` are null when the run's round K
+was never evaluated.
 
 `OUT/round<K-1>` is a symbolic link to the run's round K − 1 (nothing is written there: the round's stages write only
 under `OUT/round<K>`; its episodes are hard links, replaced by rename, never written through). Rerunning resumes
@@ -30,28 +31,24 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: its sibling es_compare
+
+from es_compare import summary  # noqa: E402
 
 from wm import config as C  # noqa: E402
 from wm.data.episodes import list_episodes  # noqa: E402
 from wm.errors import WMError  # noqa: E402
 from wm.iterate import prepare_round, round_dir  # noqa: E402
 from wm.results import paired_row  # noqa: E402
-from wm.rundir import RunDir  # noqa: E402
+from wm.rundir import RunDir, read_jsonl  # noqa: E402
 
 
-def last_nll(run: RunDir) -> float | None:
-    """M's last logged training NLL (`mdnrnn/nll`), or None."""
-    path = run.metrics_path("train-mdnrnn")
-    if not path.exists():
+def side(run: RunDir) -> dict[str, Any] | None:
+    """A round's real score and M's last logged training NLL; None when it has no real evaluation."""
+    if not run.eval_summary("real").exists():
         return None
-    vals = [json.loads(x).get("mdnrnn/nll") for x in path.read_text().splitlines() if x.strip()]
-    vals = [v for v in vals if v is not None]
-    return round(float(vals[-1]), 4) if vals else None
-
-
-def score(run: RunDir) -> dict[str, Any]:
-    d = json.loads(run.eval_summary("real").read_text())
-    return {k: round(float(d[k]), 1) for k in ("mean", "std", "median")} | {"episodes": d["episodes"]}
+    nll = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
+    return {"real": summary(run.path, "real"), "m_final_nll": round(float(nll[-1]), 4) if nll else None}
 
 
 def setup(run: Path, k: int, out: Path, sets: list[str]) -> RunDir:
@@ -85,10 +82,11 @@ def main() -> None:
         child = setup(run, a.round, out, a.set)
     except WMError as e:
         sys.exit(f"error: {e}")
-    prev_n = len(list_episodes(round_dir(RunDir(run), a.round - 1).episodes_dir))
+    base = RunDir(run)
+    prev_n = len(list_episodes(round_dir(base, a.round - 1).episodes_dir))
     cmd = [sys.executable, "-m", "wm", "pipeline", "--run", str(child.path), "--mpi", str(a.mpi)]
     subprocess.run(cmd, check=True, stdout=sys.stderr)
-    orig = round_dir(RunDir(run), a.round)
+    orig = round_dir(base, a.round)
     ccfg = child.load_config()
     doc: dict[str, Any] = {
         "bench": "round_compare",
@@ -97,11 +95,13 @@ def main() -> None:
         "sets": a.set,
         "new_episodes": int(ccfg.collect.episodes) - prev_n,
         "explore": float(ccfg.collect.explore),
-        "rerun": {"real": score(child), "m_final_nll": last_nll(child)},
-        "original": {"real": score(orig), "m_final_nll": last_nll(orig)},
+        "rerun": side(child),
+        "original": side(orig),
+        "paired": None,
     }
-    p = paired_row(str(orig.path), str(child.path))
-    doc["paired"] = {k: p[k] for k in ("matched", "diff", "paired_se", "ci95")}
+    if doc["original"] is not None:
+        p = paired_row(str(orig.path), str(child.path))
+        doc["paired"] = {k: p[k] for k in ("matched", "diff", "paired_se", "ci95")}
     print(json.dumps(doc))
 
 

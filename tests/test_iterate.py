@@ -280,6 +280,7 @@ def test_round_compare_rebuilds_a_round_beside_the_run_and_writes_nothing_into_i
     name, r1 = "ep_000001.npz", RunDir(base.path / "round1")
     assert (child.stage_dir("collect") / name).stat().st_ino == (r1.stage_dir("collect") / name).stat().st_ino
     assert sorted(p.relative_to(base.path) for p in base.path.rglob("*")) == before  # the run is untouched
+    assert rc.side(child) is None  # not evaluated yet: the JSON's side is null, not a crash
     with pytest.raises(WMError, match="--round must be >= 2"):
         rc.setup(base.path, 1, tmp_path / "x", [])
     with pytest.raises(WMError, match="round3 has no finished train-controller"):
