@@ -285,3 +285,91 @@ def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     run.mark_done("train-mdnrnn", {})
     with pytest.raises(WMError, match=r"needs M's reward head \(mdnrnn.predict_reward: true"):
         check_upstream(cfg, run)
+
+
+def _series(lengths, seed=0):
+    """A Series of episodes with z = μ (σ ≈ 0) and random actions, for branch states."""
+    from wm.data.sequences import Series
+
+    rng = np.random.default_rng(seed)
+    n = int(sum(lengths))
+    return Series(
+        rng.normal(size=(n, 6)).astype(np.float16),
+        np.full((n, 6), -40.0, np.float16),
+        rng.uniform(-1, 1, (n, 1)).astype(np.float32),
+        np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
+        np.asarray(lengths, np.int64),
+    )
+
+
+def test_branch_states_are_m_teacher_forced_to_a_recorded_frame(world):
+    """`dream.branch_share`'s table (issue 22): frame t0 ∈ [1, L − 2] of one of the newest episodes, its μ, and M's
+    (c, h) after frames 0 … t0 − 1 — checked against M's own sequence call (restart on frame 0) on each prefix."""
+    from wm.dream import branch_states
+
+    m = world[0]
+    s = _series([30, 25, 20])
+    b = branch_states(m, s, 24, newest=2, seed=3)
+    assert b.t0.min() >= 1 and b.c.shape == (24, 12) and b.h.shape == (24, 12)
+    mu = s.mu.astype(np.float32)
+    for i in range(24):
+        # which episode: the row's μ is frame t0 of episode 1 (25 frames) or 2 (20 frames), never episode 0
+        hits = [e for e in (0, 1, 2) if b.t0[i] <= s.lengths[e] - 2 and np.array_equal(b.mu[i], mu[s.starts[e] + b.t0[i]])]
+        assert hits and 0 not in hits, i
+        e, t0 = hits[0], int(b.t0[i])
+        rows = slice(s.starts[e], s.starts[e] + t0)
+        restart = np.zeros((1, t0), np.float32)
+        restart[0, 0] = 1.0
+        _, (c, h) = m(mu[rows][None], s.action[rows][None], restart)
+        np.testing.assert_allclose(b.c[i], c.numpy()[0], atol=1e-5)
+        np.testing.assert_allclose(b.h[i], h.numpy()[0], atol=1e-5)
+    assert set(np.unique(b.t0)) > {1} and b.sigma.max() < 1e-6
+    with pytest.raises(WMError, match="no branch states"):
+        branch_states(m, _series([2, 2]), 4, newest=0, seed=0)
+
+
+def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
+    """A branched episode starts at a table row's (z, c, h) without the restart flag and runs to the game's cap
+    (max_steps − t0); share 0 is the plain dream bit for bit; the evaluator and DreamEnv play the same episode."""
+    from wm.dream import branch_states
+
+    m, c, mu0, lv0 = world
+    never = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    never.set_weights(m.get_weights())
+    bias = never.out_bias.numpy()
+    bias[0] = -1e4
+    never.out_bias.assign(bias)
+    b = branch_states(never, _series([30, 25, 20]), 16, newest=0, seed=1)
+    seeds = np.arange(40, dtype=np.int64).reshape(4, 10) * 131 + 7
+    params = _params(c, 4)
+    plain = DreamEvaluator(m, c, mu0, lv0, 1.0, CAP).evaluate(params, seeds)
+    zero = DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.0).evaluate(params, seeds)
+    np.testing.assert_array_equal(plain[1], zero[1])
+    ev = DreamEvaluator(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=1.0)
+    z, c0, h0, off = (x.numpy() for x in ev.core.reset(tf.constant(seeds.ravel())))
+    assert set(off) <= set(b.t0) and len(set(off)) > 3
+    row = [int(np.flatnonzero(np.abs(b.mu - zi).max(-1) < 1e-4)[0]) for zi in z]  # σ ≈ 0: z is the row's μ
+    np.testing.assert_array_equal(off, b.t0[row])
+    np.testing.assert_allclose(h0, b.h[row], atol=0)
+    _, n = ev.evaluate(params, seeds)
+    np.testing.assert_array_equal(n.ravel(), CAP - off)  # the rest of the game, never past its cap
+    # no restart on a branched start: M steps on from the recorded state (a restart would zero it first)
+    zt, ct, ht = (tf.constant(x[:3]) for x in (z, c0, h0))
+    step = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht, off=tf.constant(off[:3]))
+    fresh = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht)
+    assert np.abs(step[2].numpy() - fresh[2].numpy()).max() > 1e-3
+    half = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5, compact_every=3)
+    many = np.arange(400, dtype=np.int64)
+    share = float((half.core.reset(tf.constant(many))[3].numpy() > 0).mean())
+    assert 0.4 < share < 0.6
+    r, _ = half.evaluate(params[:1], seeds[:1])
+    env = DreamEnv(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5)
+    for k in range(10):
+        _, info = env.reset(seed=int(seeds[0, k]), params=params[0])
+        total, done = 0.0, False
+        while not done:
+            _, rew, term, trunc, _ = env.step()
+            total, done = total + rew, term or trunc
+        assert total == r[0, k], k
+    with pytest.raises(WMError, match="branch"):
+        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branch_share=0.5)

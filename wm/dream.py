@@ -18,6 +18,7 @@ to its end: every dream is a slightly different simulator (Dropout's Dream Land)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,12 +33,13 @@ from wm.rollout import nonfinite_flags, nonfinite_names
 
 if TYPE_CHECKING:  # annotations only
     from wm.config import Config
+    from wm.data.sequences import Series
     from wm.rundir import RunDir
     from wm.world import World
 
 _M32 = 0xFFFFFFFF
 # streams of the per-episode RNG
-_S_PICK, _S_INIT, _S_COMP, _S_EPS, _S_DONE, _S_DROP_Z, _S_DROP_H = 1, 2, 3, 4, 5, 6, 7
+_S_PICK, _S_INIT, _S_COMP, _S_EPS, _S_DONE, _S_DROP_Z, _S_DROP_H, _S_BRANCH, _S_BRANCH_PICK = 1, 2, 3, 4, 5, 6, 7, 8, 9
 # where an episode starts (`dream.start`): a recorded frame-0 z (§5), or z ~ N(0, I) (Dropout's Dream Land's
 # CarRacing dream; V's prior, no recorded frame needed)
 STARTS = ("recorded", "normal")
@@ -95,6 +97,69 @@ def normal(seeds: tf.Tensor, t: tf.Tensor, stream: int, dim: int) -> tf.Tensor:
     return tf.math.ndtri(uniform(seeds, t, stream, dim))
 
 
+def _pick(seeds: tf.Tensor, stream: int, n: tf.Tensor) -> tf.Tensor:
+    """One index in [0, n) per episode, a function of its seed (and the stream) only."""
+    u = uniform(seeds, 0, stream, 1)[:, 0]
+    return tf.minimum(tf.cast(u * tf.cast(n, tf.float32), tf.int64), n - 1)
+
+
+@dataclass
+class Branches:
+    """Recorded mid-episode states a dream can start from (`dream.branch_share`): row i is frame t0[i] of a recorded
+    episode, z's μ/σ there, and M's (c, h) after reading that episode's frames and actions 0..t0 − 1 (teacher-forced)."""
+
+    mu: np.ndarray  # (N, z) float32
+    sigma: np.ndarray  # (N, z)
+    c: np.ndarray  # (N, H)
+    h: np.ndarray  # (N, H)
+    t0: np.ndarray  # (N,) int64, ≥ 1
+
+
+def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int) -> Branches:
+    """`n` branch states drawn uniformly over the frames 1 … L − 2 of the newest `newest` episodes of `series` (file
+    order; 0 = all): M is run along each drawn episode with its recorded actions and a sampled z = μ + σ·ε (as in
+    M's training, §3), restart on frame 0, and its state before frame t0 is kept (`Branches`)."""
+    rng = np.random.default_rng(seed)
+    first = 0 if newest <= 0 else max(0, series.n_episodes - int(newest))
+    eps = np.arange(first, series.n_episodes)
+    spans = np.maximum(series.lengths[eps] - 2, 0)  # frames 1 … L − 2: a state with a next frame to predict
+    if n <= 0 or spans.sum() == 0:
+        raise WMError(f"no branch states: {n} asked of {len(eps)} episodes with {int(spans.sum())} inner frames")
+    flat = rng.choice(int(spans.sum()), size=int(n), replace=True)
+    ep_of = np.searchsorted(np.cumsum(spans), flat, side="right")
+    t0 = (flat - np.concatenate([[0], np.cumsum(spans)[:-1]])[ep_of] + 1).astype(np.int64)
+    rows = series.starts[eps[ep_of]]
+    T = int(t0.max())
+    idx = np.minimum(rows[:, None] + np.arange(T)[None], len(series.mu) - 1)  # frames 0 … T − 1 (past t0: unused)
+    mu_all = series.mu[idx].astype(np.float32)
+    z = mu_all + np.exp(series.logvar[idx].astype(np.float32) / 2.0) * rng.standard_normal(mu_all.shape, np.float32)
+    act = series.action[idx].astype(np.float32)
+    c, h = tf.function(_teacher_forced_state)(mdnrnn, tf.constant(z), tf.constant(act), tf.constant(t0))
+    at = rows + t0
+    return Branches(
+        series.mu[at].astype(np.float32),
+        np.exp(series.logvar[at].astype(np.float32) / 2.0),
+        c.numpy(),
+        h.numpy(),
+        t0,
+    )
+
+
+def _teacher_forced_state(m: MDNRNN, z: tf.Tensor, act: tf.Tensor, t0: tf.Tensor):
+    """M's (c, h) after frames 0 … t0 − 1 of each row (z (B, T, z), actions (B, T, A)), restart on frame 0."""
+    b = tf.shape(z)[0]
+    c, h = m.initial_state(b)
+
+    def body(t, c, h, kc, kh):
+        restart = tf.fill([b], tf.cast(tf.equal(t, 0), tf.float32))
+        _, (c, h) = m.step(z[:, t], act[:, t], (c, h), restart if m.predict_done else None)
+        keep = tf.equal(tf.cast(t, tf.int64) + 1, t0)[:, None]
+        return t + 1, c, h, tf.where(keep, c, kc), tf.where(keep, h, kh)
+
+    _, _, _, kc, kh = tf.while_loop(lambda t, *_: t < tf.shape(z)[1], body, (tf.constant(0), c, h, c, h))
+    return kc, kh
+
+
 class _Core:
     """The step function shared by the evaluator and DreamEnv (one place for the dream's semantics)."""
 
@@ -109,6 +174,8 @@ class _Core:
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
         start: str = "recorded",
+        branches: Branches | None = None,
+        branch_share: float = 0.0,
     ):
         if done_sampling not in ("threshold", "bernoulli"):
             raise WMError(f"dream.done_sampling must be threshold or bernoulli, got {done_sampling!r}")
@@ -136,19 +203,39 @@ class _Core:
         self.m, self.c = mdnrnn, controller
         self.mu0, self.sigma0 = tf.constant(initial_mu), tf.constant(np.exp(initial_logvar / 2.0))
         self.temperature, self.max_steps = float(temperature), int(max_steps)
+        if not 0.0 <= float(branch_share) <= 1.0:
+            raise WMError(f"dream.branch_share must be in [0, 1], got {branch_share}")
+        if branch_share > 0 and (branches is None or not len(branches.t0)):
+            raise WMError("dream.branch_share > 0 needs branch states (wm.dream.branch_states of the run's series)")
+        self.branch_share = float(branch_share)
+        self.branches = None
+        if self.branch_share > 0:
+            if branches.c.shape[1] != mdnrnn.hidden or branches.mu.shape[1] != mdnrnn.z_dim:
+                raise WMError(f"branch states of shape {branches.c.shape} do not fit M (hidden {mdnrnn.hidden})")
+            self.branches = {k: tf.constant(getattr(branches, k)) for k in ("mu", "sigma", "c", "h", "t0")}
 
     def reset(self, seeds: tf.Tensor):
-        """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5; ε itself with `start: normal`) and zero
-        (c, h)."""
+        """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5; ε itself with `start: normal`), zero
+        (c, h) and step offset 0; with `dream.branch_share`, that share of the seeds (drawn per seed) start instead at
+        a recorded mid-episode state (z, c, h) of the branch table, offset by its frame index t0 (`branch_states`)."""
         eps = normal(seeds, 0, _S_INIT, self.m.z_dim)
         c, h = self.m.initial_state(tf.shape(seeds)[0])
+        off = tf.zeros_like(seeds)
         if self.start == "normal":
-            return eps, c, h
-        n0 = tf.shape(self.mu0, out_type=tf.int64)[0]
-        u = uniform(seeds, 0, _S_PICK, 1)[:, 0]
-        idx = tf.minimum(tf.cast(u * tf.cast(n0, tf.float32), tf.int64), n0 - 1)
-        z = tf.gather(self.mu0, idx) + tf.gather(self.sigma0, idx) * eps
-        return z, c, h
+            z = eps
+        else:
+            n0 = tf.shape(self.mu0, out_type=tf.int64)[0]
+            idx = _pick(seeds, _S_PICK, n0)
+            z = tf.gather(self.mu0, idx) + tf.gather(self.sigma0, idx) * eps
+        if self.branches is None:
+            return z, c, h, off
+        b = self.branches
+        j = _pick(seeds, _S_BRANCH_PICK, tf.shape(b["t0"], out_type=tf.int64)[0])
+        on = uniform(seeds, 0, _S_BRANCH, 1)[:, 0] < self.branch_share
+        col = on[:, None]
+        z = tf.where(col, tf.gather(b["mu"], j) + tf.gather(b["sigma"], j) * eps, z)
+        c, h = tf.where(col, tf.gather(b["c"], j), c), tf.where(col, tf.gather(b["h"], j), h)
+        return z, c, h, tf.where(on, tf.gather(b["t0"], j), off)
 
     def masks(self, seeds: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """M's dropout masks of each episode, a function of its seed only: (N, z) and (N, H); (N, 0) twice without
@@ -158,21 +245,24 @@ class _Core:
             return empty, empty
         return self.m.dropout_masks(uniform(seeds, 0, _S_DROP_Z, self.m.z_dim), uniform(seeds, 0, _S_DROP_H, self.m.hidden))
 
-    def step(self, params, seeds, t, z, c, h, action=None, masks=None):
+    def step(self, params, seeds, t, z, c, h, action=None, masks=None, off=None):
         """One dream step for a batch: returns (z', c', h', done, action, reward). `action` overrides C when given;
-        `masks` are the episodes' dropout masks (`masks`; ignored without dropout). The reward is M's reward head,
-        or 1 per step without one (§5)."""
+        `masks` are the episodes' dropout masks (`masks`; ignored without dropout); `off` (N,) the game step each
+        episode started at (`reset`; 0 but for branched starts). The reward is M's reward head, or 1 per step
+        without one (§5)."""
         if action is None:
             action = self.c.act_tf(params, z, c, h)
         n = tf.shape(z)[0]
-        restart = tf.fill([n], tf.cast(tf.equal(t, 0), tf.float32))  # restart = 1 on the first step (§5)
+        off = tf.zeros([n], tf.int64) if off is None else off
+        # restart = 1 on a game's first step (§5): not on a branched start, which goes on from a recorded state
+        restart = tf.cast(tf.logical_and(tf.equal(t, 0), tf.equal(off, 0)), tf.float32)
         masks = masks if self.m.dropout > 0 else None
         out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None, masks)
         zd = self.m.z_dim
         z = mixture.sample_mixture(
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
         )
-        done = tf.fill([n], tf.cast(t, tf.int64) + 1 >= self.max_steps)
+        done = tf.cast(t, tf.int64) + 1 + off >= self.max_steps  # the game's step cap
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
             done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < tf.sigmoid(out.done_logit - self.done_shift))
@@ -197,16 +287,28 @@ class DreamEvaluator:
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
         start: str = "recorded",
+        branches: Branches | None = None,
+        branch_share: float = 0.0,
     ):
         self.core = _Core(
-            mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight, start
+            mdnrnn,
+            controller,
+            initial_mu,
+            initial_logvar,
+            temperature,
+            max_steps,
+            done_sampling,
+            done_weight,
+            start,
+            branches,
+            branch_share,
         )
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
 
     def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         core, n = self.core, tf.shape(seeds)[0]
-        z, c, h = core.reset(seeds)
+        z, c, h, off = core.reset(seeds)
         mz, mh = core.masks(seeds)
         prow = tf.gather(params, pidx)
         ids = tf.range(n)
@@ -216,11 +318,11 @@ class DreamEvaluator:
         paid = tf.zeros([n], tf.float32)  # M's predicted rewards summed (a reward head; else the lengths are the returns)
         head = core.m.predict_reward
 
-        def cond(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid):
+        def cond(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid):
             return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
 
-        def body(t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid):
-            z, c, h, done, a, r = core.step(prow, seeds, t, z, c, h, masks=(mz, mh))
+        def body(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid):
+            z, c, h, done, a, r = core.step(prow, seeds, t, z, c, h, masks=(mz, mh), off=off)
             lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
             if head:
                 paid = tf.tensor_scatter_nd_add(paid, ids[:, None], tf.where(alive, r, 0.0))
@@ -233,15 +335,15 @@ class DreamEvaluator:
 
             def compact():
                 keep = tf.where(alive)[:, 0]
-                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, mz, mh, alive)]
+                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, mz, mh, off, alive)]
 
             do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
-            live = [ids, seeds, prow, z, c, h, mz, mh, alive]
-            ids, seeds, prow, z, c, h, mz, mh, alive = tf.cond(do, compact, lambda: live)
-            return t, ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid
+            live = [ids, seeds, prow, z, c, h, mz, mh, off, alive]
+            ids, seeds, prow, z, c, h, mz, mh, off, alive = tf.cond(do, compact, lambda: live)
+            return t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid
 
-        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, alive, lengths, bad, paid)
-        rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:10]]  # batch-sized: they shrink
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid)
+        rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:11]]  # batch-sized: they shrink
         inv = tuple([tf.TensorShape([]), *rows, lengths.shape, bad.shape, paid.shape])
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
         return out[-3], out[-2], out[-1]
@@ -291,15 +393,29 @@ class DreamEnv:
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
         start: str = "recorded",
+        branches: Branches | None = None,
+        branch_share: float = 0.0,
     ):
         self.core = _Core(
-            mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, done_sampling, done_weight, start
+            mdnrnn,
+            controller,
+            initial_mu,
+            initial_logvar,
+            temperature,
+            max_steps,
+            done_sampling,
+            done_weight,
+            start,
+            branches,
+            branch_share,
         )
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
-        self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m))
-        self._step_a = tf.function(lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m))
-        self.t, self.seed, self.state, self.masks = 0, 0, None, None
+        self._step_c = tf.function(lambda p, s, t, z, c, h, m, o: self.core.step(p[None], s, t, z, c, h, masks=m, off=o))
+        self._step_a = tf.function(
+            lambda s, t, z, c, h, a, m, o: self.core.step(None, s, t, z, c, h, action=a, masks=m, off=o)
+        )
+        self.t, self.seed, self.state, self.masks, self.off = 0, 0, None, None, None
 
     def _obs(self) -> np.ndarray:
         return np.concatenate([x.numpy()[0] for x in self.state])
@@ -313,8 +429,9 @@ class DreamEnv:
             self.params = np.asarray(params, np.float32)
         self.seed = int(np.random.SeedSequence().entropy % 2**62) if seed is None else int(seed)
         self.t = 0
-        self.state, self.masks = self._reset(tf.constant([self.seed], tf.int64))
-        return self._obs(), {"t": 0}
+        (*self.state, self.off), self.masks = self._reset(tf.constant([self.seed], tf.int64))
+        self.state = tuple(self.state)
+        return self._obs(), {"t": 0, "t0": int(self.off.numpy()[0])}
 
     def step(self, action: np.ndarray | None = None):
         if self.state is None:
@@ -323,10 +440,10 @@ class DreamEnv:
         if action is None:
             if self.params is None:
                 raise RuntimeError("DreamEnv.step(None) needs controller params (reset(params=...))")
-            z, c, h, done, a, r = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks)
+            z, c, h, done, a, r = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks, self.off)
         else:
             a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
-            z, c, h, done, a, r = self._step_a(seeds, t, *self.state, a, self.masks)
+            z, c, h, done, a, r = self._step_a(seeds, t, *self.state, a, self.masks, self.off)
         sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
         if sick:
             raise WMError(
@@ -335,7 +452,7 @@ class DreamEnv:
             )
         self.state, self.t = (z, c, h), self.t + 1
         done = bool(done.numpy()[0])
-        truncated = done and self.t >= self.core.max_steps
+        truncated = done and self.t + int(self.off.numpy()[0]) >= self.core.max_steps
         reward = float(r.numpy()[0])  # 1 per step (§5), or M's predicted reward with a reward head
         return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
@@ -381,6 +498,7 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
     kw.setdefault("done_sampling", cfg.dream.done_sampling)
     kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
     kw.setdefault("start", cfg.dream.start)
+    kw.setdefault("branch_share", float(cfg.dream.branch_share))
     ms = [world.mdnrnn]
     for path in dream_worlds(cfg, run):
         other = RunDir(path)
@@ -389,13 +507,42 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
         if other.vae_weights.exists() and not _same_file(other.vae_weights, run.vae_weights):
             raise WMError(f"dream.worlds: {path}'s V differs from {run.path}'s (the worlds' M must read the same z)")
         ms.append(load_world(cfg, other, need=("mdnrnn",)).mdnrnn)
+    series = run_series(cfg, run) if kw["branch_share"] > 0 else None
     evs = [
         DreamEvaluator(
-            m, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature, cfg.dream.max_steps, **kw
+            m,
+            world.controller,
+            world.initial_mu,
+            world.initial_logvar,
+            cfg.dream.temperature,
+            cfg.dream.max_steps,
+            branches=None if series is None else run_branches(cfg, m, series),
+            **kw,
         )
         for m in ms
     ]
     return evs[0] if len(evs) == 1 else DreamEnsemble(evs)
+
+
+def run_series(cfg: Config, run: RunDir) -> Series:
+    """The run's encoded series (M's training data), read for branch states (`dream.branch_share`)."""
+    from wm.data.sequences import load_series
+    from wm.envs import action_dim
+
+    return load_series(
+        run.series_dir,
+        int(cfg.vae.z_dim),
+        action_dim(cfg),
+        max_bad_share=float(cfg.data.max_bad_share),
+        dones=bool(cfg.mdnrnn.predict_done),
+    )
+
+
+def run_branches(cfg: Config, mdnrnn: MDNRNN, series: Series) -> Branches:
+    """`dream.branch_states` branch states of `mdnrnn` over the newest `dream.branch_episodes` of the series, drawn
+    from `run.seed` (every MPI rank builds the same table)."""
+    d = cfg.dream
+    return branch_states(mdnrnn, series, int(d.branch_states), int(d.branch_episodes), int(cfg.run.seed))
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -426,4 +573,6 @@ def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
         done_sampling=cfg.dream.done_sampling,
         done_weight=cfg.mdnrnn.done_weight,
         start=cfg.dream.start,
+        branches=run_branches(cfg, world.mdnrnn, run_series(cfg, world.run)) if cfg.dream.branch_share > 0 else None,
+        branch_share=float(cfg.dream.branch_share),
     )
