@@ -326,6 +326,11 @@ def test_branch_states_are_m_teacher_forced_to_a_recorded_frame(world):
     assert set(np.unique(b.t0)) > {1} and b.sigma.max() < 1e-6
     with pytest.raises(WMError, match="no branch states"):
         branch_states(m, _series([2, 2]), 4, newest=0, seed=0)
+    # branch_window: only the last W frames before a recorded death (episode 1 died at frame 24; 0 and 2 did not)
+    s.terminal = np.array([False, True, False])
+    w = branch_states(m, s, 40, newest=0, seed=3, window=5)
+    np.testing.assert_array_equal(np.unique(w.t0), [19, 20, 21, 22, 23])
+    np.testing.assert_array_equal(w.mu, mu[s.starts[1] + w.t0])
 
 
 def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):

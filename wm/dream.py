@@ -115,19 +115,25 @@ class Branches:
     t0: np.ndarray  # (N,) int64, ≥ 1
 
 
-def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int) -> Branches:
+def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int, window: int = 0) -> Branches:
     """`n` branch states drawn uniformly over the frames 1 … L − 2 of the newest `newest` episodes of `series` (file
-    order; 0 = all): M is run along each drawn episode with its recorded actions and a sampled z = μ + σ·ε (as in
-    M's training, §3), restart on frame 0, and its state before frame t0 is kept (`Branches`)."""
+    order; 0 = all) — with `window` > 0 only over the last `window` frames before a recorded death (episodes that
+    ended by the env's termination): M is run along each drawn episode with its recorded actions and a sampled
+    z = μ + σ·ε (as in M's training, §3), restart on frame 0, and its state before frame t0 is kept (`Branches`)."""
     rng = np.random.default_rng(seed)
     first = 0 if newest <= 0 else max(0, series.n_episodes - int(newest))
     eps = np.arange(first, series.n_episodes)
-    spans = np.maximum(series.lengths[eps] - 2, 0)  # frames 1 … L − 2: a state with a next frame to predict
+    hi = series.lengths[eps] - 2  # frames lo … L − 2: a state with a next frame to predict
+    lo = np.ones_like(hi)
+    if window > 0:
+        died = np.ones(len(eps), bool) if series.terminal is None else series.terminal[eps]
+        lo = np.where(died, np.maximum(1, hi + 1 - int(window)), hi + 1)
+    spans = np.maximum(hi - lo + 1, 0)
     if n <= 0 or spans.sum() == 0:
-        raise WMError(f"no branch states: {n} asked of {len(eps)} episodes with {int(spans.sum())} inner frames")
+        raise WMError(f"no branch states: {n} asked of {len(eps)} episodes with {int(spans.sum())} frames to start at")
     flat = rng.choice(int(spans.sum()), size=int(n), replace=True)
     ep_of = np.searchsorted(np.cumsum(spans), flat, side="right")
-    t0 = (flat - np.concatenate([[0], np.cumsum(spans)[:-1]])[ep_of] + 1).astype(np.int64)
+    t0 = (flat - np.concatenate([[0], np.cumsum(spans)[:-1]])[ep_of] + lo[ep_of]).astype(np.int64)
     rows = series.starts[eps[ep_of]]
     T = int(t0.max())
     idx = np.minimum(rows[:, None] + np.arange(T)[None], len(series.mu) - 1)  # frames 0 … T − 1 (past t0: unused)
@@ -539,10 +545,10 @@ def run_series(cfg: Config, run: RunDir) -> Series:
 
 
 def run_branches(cfg: Config, mdnrnn: MDNRNN, series: Series) -> Branches:
-    """`dream.branch_states` branch states of `mdnrnn` over the newest `dream.branch_episodes` of the series, drawn
-    from `run.seed` (every MPI rank builds the same table)."""
+    """`dream.branch_states` branch states of `mdnrnn` over the newest `dream.branch_episodes` of the series (within
+    `dream.branch_window` frames of a death when > 0), drawn from `run.seed` (every MPI rank builds the same table)."""
     d = cfg.dream
-    return branch_states(mdnrnn, series, int(d.branch_states), int(d.branch_episodes), int(cfg.run.seed))
+    return branch_states(mdnrnn, series, int(d.branch_states), int(d.branch_episodes), int(cfg.run.seed), int(d.branch_window))
 
 
 def _same_file(a: Path, b: Path) -> bool:
