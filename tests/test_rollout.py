@@ -166,3 +166,56 @@ def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
                 check(np.stack(got), np.stack(want))
     finally:
         ref.close()
+
+
+def _bench_ensemble(repo_root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("controller_ensemble", repo_root / "bench" / "controller_ensemble.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_controller_ensemble_acts_as_its_members_and_one_member_is_the_plain_agent(agent, repo_root, monkeypatch):
+    """bench/controller_ensemble.py (issue 22): the agent's action is the mean of the members' tanh actions (NumPy
+    `Controller.act` on each member's own M state) or of their ±1/3 votes; each M steps as it would alone; one
+    member plays the very actions of the plain agent."""
+    import wm.envs
+
+    ens_mod = _bench_ensemble(repo_root)
+    cfg, vae, m, ctl, params = agent
+    m2 = MDNRNN(Z, 1, H, 3, predict_done=True)
+    m2.step(np.zeros((1, Z), np.float32), np.zeros((1, 1), np.float32), m2.initial_state(1), np.ones(1, np.float32))
+    rng = np.random.default_rng(1)
+    z = rng.normal(size=(3, Z)).astype(np.float32)
+    c, h = rng.normal(size=(3, 2 * H)).astype(np.float32), rng.normal(size=(3, 2 * H)).astype(np.float32)
+    both = np.concatenate([np.repeat(params[:1], 3, 0), np.repeat(params[1:], 3, 0)], 1)
+    ens = ens_mod.EnsembleM([m, m2])
+    acts = [ctl.act(params[k], z, c[:, k * H : (k + 1) * H], h[:, k * H : (k + 1) * H]) for k in (0, 1)]
+    mean = ens_mod.EnsembleC([ctl, ctl], ens, "mean").act_tf(tf.constant(both), z, tf.constant(c), tf.constant(h))
+    np.testing.assert_allclose(mean.numpy(), (acts[0] + acts[1]) / 2, atol=1e-5)
+    vote = ens_mod.EnsembleC([ctl, ctl], ens, "vote").act_tf(tf.constant(both), z, tf.constant(c), tf.constant(h))
+    votes = [np.sign(x) * (np.abs(x) > 1 / 3) for x in acts]
+    np.testing.assert_array_equal(vote.numpy(), (votes[0] + votes[1]) / 2)
+    restart = np.zeros(3, np.float32)
+    _, (c2, h2) = ens.step(z, mean, (tf.constant(c), tf.constant(h)), restart)
+    for k, mk in enumerate((m, m2)):
+        _, (ck, hk) = mk.step(z, mean, (c[:, k * H : (k + 1) * H], h[:, k * H : (k + 1) * H]), restart)
+        np.testing.assert_allclose(h2.numpy()[:, k * H : (k + 1) * H], hk.numpy(), atol=1e-6)
+        np.testing.assert_allclose(c2.numpy()[:, k * H : (k + 1) * H], ck.numpy(), atol=1e-6)
+
+    played: list[float] = []
+
+    class Recording(FakeEnv):
+        def step(self, a):
+            played.append(float(np.asarray(a).ravel()[0]))
+            return super().step(a)
+
+    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, keep_raw=False: Recording())
+    seeds = np.array([[5, 6, 7]])
+    _evaluate(cfg, vae, m, ctl, params[:1], seeds)
+    alone, played[:] = list(played), []
+    one = ens_mod.EnsembleM([m])
+    _evaluate(cfg, vae, one, ens_mod.EnsembleC([ctl], one), params[:1], seeds)
+    assert len(alone) == 3 * LEN and played == alone
