@@ -13,7 +13,10 @@ seed gives the same episode (up to float round-off of matmuls of different batch
 μ + σ·ε for the `initial_z` entry the seed picks (§5), or ε alone with `dream.start: normal` (z ~ N(0, I), as Dropout's
 Dream Land starts its CarRacing dream). `DreamEnv` steps one episode with the same step function.
 With M's dropout (`mdnrnn.dropout`), each episode draws its masks once from its seed (`_Core.masks`) and keeps them
-to its end: every dream is a slightly different simulator (Dropout's Dream Land).
+to its end: every dream is a slightly different simulator (Dropout's Dream Land). With `dream.branch_share` (not the
+paper's; measured on Doom, README "Nor are dreams branched mid-game"), that share of the episodes starts instead at
+a recorded mid-game state (`branch_states`: frame t0 of a recorded episode and M's (c, h) teacher-forced up to it)
+and plays the rest of the game, max_steps − t0 steps at most, without the restart flag.
 """
 
 from __future__ import annotations
@@ -137,8 +140,8 @@ def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int
     rows = series.starts[eps[ep_of]]
     T = int(t0.max())
     idx = np.minimum(rows[:, None] + np.arange(T)[None], len(series.mu) - 1)  # frames 0 … T − 1 (past t0: unused)
-    mu_all = series.mu[idx].astype(np.float32)
-    z = mu_all + np.exp(series.logvar[idx].astype(np.float32) / 2.0) * rng.standard_normal(mu_all.shape, np.float32)
+    z = series.mu[idx].astype(np.float32)  # z = μ + σ·ε in place: (n, T, z) is the table's largest array
+    z += np.exp(series.logvar[idx].astype(np.float32) / 2.0) * rng.standard_normal(z.shape, np.float32)
     act = series.action[idx].astype(np.float32)
     c, h = tf.function(_teacher_forced_state)(mdnrnn, tf.constant(z), tf.constant(act), tf.constant(t0))
     at = rows + t0
