@@ -44,8 +44,8 @@ lint: $(STAMP)
 	$(PY) -m ruff format --check wm tui mpi tests bench
 
 # these read a finished run (--run / --world): run them by hand on one (README, Results)
-BENCH_ON_RUNS := bench/atari_probe.py bench/car_speed_probe.py bench/es_compare.py bench/reward_calibration.py \
-                bench/round_compare.py \
+BENCH_ON_RUNS := bench/atari_probe.py bench/car_speed_probe.py bench/controller_ensemble.py bench/es_compare.py \
+                bench/reward_calibration.py bench/round_compare.py \
                 bench/vae_shift.py
 
 bench: $(STAMP)
