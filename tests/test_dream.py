@@ -331,6 +331,15 @@ def test_branch_states_are_m_teacher_forced_to_a_recorded_frame(world):
     w = branch_states(m, s, 40, newest=0, seed=3, window=5)
     np.testing.assert_array_equal(np.unique(w.t0), [19, 20, 21, 22, 23])
     np.testing.assert_array_equal(w.mu, mu[s.starts[1] + w.t0])
+    # the config's keys reach the table (what load_dream builds for each M with dream.branch_share > 0)
+    from wm import config as C
+    from wm.dream import run_branches
+
+    sets = {"dream": {"branch_states": 9, "branch_episodes": 1, "branch_window": 3}, "run": {"seed": 3}}
+    cfg = C.update(C.defaults(), sets, source="test")
+    s.terminal = np.array([False, False, True])  # the newest episode (20 frames) died
+    r = run_branches(cfg, m, s)
+    assert len(r.t0) == 9 and set(r.t0) <= {16, 17, 18}
 
 
 def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
@@ -369,12 +378,15 @@ def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
     assert 0.4 < share < 0.6
     r, _ = half.evaluate(params[:1], seeds[:1])
     env = DreamEnv(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5)
+    starts = []
     for k in range(10):
         _, info = env.reset(seed=int(seeds[0, k]), params=params[0])
+        starts.append(info["t0"])
         total, done = 0.0, False
         while not done:
             _, rew, term, trunc, _ = env.step()
             total, done = total + rew, term or trunc
         assert total == r[0, k], k
+    assert 0 < sum(t > 0 for t in starts) < 10  # both kinds of start among the ten
     with pytest.raises(WMError, match="branch"):
         DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branch_share=0.5)
