@@ -81,9 +81,8 @@ class EnsembleC:
 
 def load_members(specs: list[str]) -> tuple[Any, Any, list[Any], list[Any], list[np.ndarray]]:
     """(config, V, Ms, Cs, params) of `RUN[:PARAMS]` specs; one clear line for a missing file or a different V."""
-    from wm.dream import _same_file
     from wm.errors import WMError
-    from wm.rundir import RunDir
+    from wm.rundir import RunDir, same_file
     from wm.world import load_world
 
     cfg0 = vae = None
@@ -96,7 +95,7 @@ def load_members(specs: list[str]) -> tuple[Any, Any, list[Any], list[Any], list
             raise WMError(f"--member {spec}: {run_s} has no config.yaml (a finished run or round directory)")
         if cfg0 is None:
             cfg0 = cfg
-        elif not _same_file(run.vae_weights, RunDir(specs[0].partition(":")[0]).vae_weights):
+        elif not same_file(run.vae_weights, RunDir(specs[0].partition(":")[0]).vae_weights):
             raise WMError(f"--member {spec}: its V differs from the first member's (the members must share one V)")
         w = load_world(cfg, run, need=("mdnrnn", "params") + (() if vae is not None else ("vae",)), params=p or "best")
         vae = vae if vae is not None else w.vae

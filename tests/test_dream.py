@@ -35,6 +35,16 @@ def world():
     return m, c, mu0, lv0
 
 
+def _never_dies(m):
+    """A copy of the fixture's M whose done logit never fires: episodes run to the cap."""
+    never = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
+    never.set_weights(m.get_weights())
+    bias = never.out_bias.numpy()
+    bias[0] = -1e4
+    never.out_bias.assign(bias)
+    return never
+
+
 def _params(c, p, seed=1):
     return np.random.default_rng(seed).normal(0, 0.5, (p, c.n_params)).astype(np.float32)
 
@@ -142,11 +152,7 @@ def test_deterministic_and_independent_of_the_batch(world):
 
 def test_cap_and_start_states(world):
     m, c, mu0, lv0 = world
-    never = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
-    never.set_weights(m.get_weights())
-    b = never.out_bias.numpy()
-    b[0] = -1e4
-    never.out_bias.assign(b)
+    never = _never_dies(m)
     ev = DreamEvaluator(never, c, mu0, lv0, 1.0, 17)
     r, n = ev.evaluate(_params(c, 2), np.array([[1, 2], [3, 4]]))
     assert (n == 17).all() and (r == 17).all()
@@ -348,11 +354,7 @@ def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
     from wm.dream import branch_states
 
     m, c, mu0, lv0 = world
-    never = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True)
-    never.set_weights(m.get_weights())
-    bias = never.out_bias.numpy()
-    bias[0] = -1e4
-    never.out_bias.assign(bias)
+    never = _never_dies(m)
     b = branch_states(never, _series([30, 25, 20]), 16, newest=0, seed=1)
     seeds = np.arange(40, dtype=np.int64).reshape(4, 10) * 131 + 7
     params = _params(c, 4)

@@ -180,6 +180,7 @@ class _Core:
         initial_logvar: np.ndarray,
         temperature: float,
         max_steps: int,
+        *,
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
         start: str = "recorded",
@@ -293,25 +294,11 @@ class DreamEvaluator:
         temperature: float,
         max_steps: int,
         compact_every: int = 10,
-        done_sampling: str = "threshold",
-        done_weight: float = 1.0,
-        start: str = "recorded",
-        branches: Branches | None = None,
-        branch_share: float = 0.0,
+        **options: Any,
     ):
-        self.core = _Core(
-            mdnrnn,
-            controller,
-            initial_mu,
-            initial_logvar,
-            temperature,
-            max_steps,
-            done_sampling,
-            done_weight,
-            start,
-            branches,
-            branch_share,
-        )
+        """`options`: the dream's settings, `_Core`'s keywords (done_sampling, done_weight, start, branches,
+        branch_share)."""
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True)
 
@@ -399,25 +386,10 @@ class DreamEnv:
         temperature: float,
         max_steps: int,
         params: np.ndarray | None = None,
-        done_sampling: str = "threshold",
-        done_weight: float = 1.0,
-        start: str = "recorded",
-        branches: Branches | None = None,
-        branch_share: float = 0.0,
+        **options: Any,
     ):
-        self.core = _Core(
-            mdnrnn,
-            controller,
-            initial_mu,
-            initial_logvar,
-            temperature,
-            max_steps,
-            done_sampling,
-            done_weight,
-            start,
-            branches,
-            branch_share,
-        )
+        """`options`: the dream's settings, as `DreamEvaluator`'s (`_Core`'s keywords)."""
+        self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
         self._step_c = tf.function(lambda p, s, t, z, c, h, m, o: self.core.step(p[None], s, t, z, c, h, masks=m, off=o))
@@ -500,7 +472,7 @@ def dream_worlds(cfg: Config, run: RunDir) -> list[Path]:
 def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEnsemble:
     """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`; with
     `dream.worlds`, a `DreamEnsemble` of this M and theirs (the run's initial z's start every world's dreams)."""
-    from wm.rundir import RunDir
+    from wm.rundir import RunDir, same_file
     from wm.world import load_world
 
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
@@ -513,7 +485,7 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
         other = RunDir(path)
         if not path.is_dir():
             raise WMError(f"dream.worlds: {path} is not a run directory")
-        if other.vae_weights.exists() and not _same_file(other.vae_weights, run.vae_weights):
+        if other.vae_weights.exists() and not same_file(other.vae_weights, run.vae_weights):
             raise WMError(f"dream.worlds: {path}'s V differs from {run.path}'s (the worlds' M must read the same z)")
         ms.append(load_world(cfg, other, need=("mdnrnn",)).mdnrnn)
     series = run_series(cfg, run) if kw["branch_share"] > 0 else None
@@ -552,13 +524,6 @@ def run_branches(cfg: Config, mdnrnn: MDNRNN, series: Series) -> Branches:
     `dream.branch_window` frames of a death when > 0), drawn from `run.seed` (every MPI rank builds the same table)."""
     d = cfg.dream
     return branch_states(mdnrnn, series, int(d.branch_states), int(d.branch_episodes), int(cfg.run.seed), int(d.branch_window))
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    """The same bytes: a hard link (rounds link their V) without reading, else compared in full."""
-    import filecmp
-
-    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
 
 
 def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:

@@ -141,6 +141,14 @@ def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> No
         save(tmp)
 
 
+def same_file(a: Path, b: Path) -> bool:
+    """The same bytes: a hard link (rounds link their V) without reading, else compared in full; False when b is
+    missing."""
+    import filecmp
+
+    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
     path = Path(path)
