@@ -183,6 +183,7 @@ class _Core:
         *,
         done_sampling: str = "threshold",
         done_weight: float = 1.0,
+        done_horizon: int = 1,
         start: str = "recorded",
         branches: Branches | None = None,
         branch_share: float = 0.0,
@@ -195,6 +196,11 @@ class _Core:
         # M's done head was trained with deaths weighted ×w, which moves its logit up by log w; Bernoulli sampling
         # takes it back off to draw deaths at the data's own rate (the cutoff is the paper's, on the raw logit)
         self.done_shift = float(np.log(max(float(done_weight), 1e-12)))
+        if int(done_horizon) < 1:
+            raise WMError(f"mdnrnn.done_horizon must be ≥ 1, got {done_horizon!r}")
+        # a head trained on "dies within k steps" (mdnrnn.done_horizon k) gives P over k steps; Bernoulli sampling
+        # draws the per-step hazard 1 − (1 − P)^(1/k) that compounds to it over k steps
+        self.done_horizon = int(done_horizon)
         if (
             controller.z_dim != mdnrnn.z_dim
             or controller.hidden != mdnrnn.hidden
@@ -275,7 +281,10 @@ class _Core:
         done = tf.cast(t, tf.int64) + 1 + off >= self.max_steps  # the game's step cap
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
-            done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < tf.sigmoid(out.done_logit - self.done_shift))
+            p = tf.sigmoid(out.done_logit - self.done_shift)
+            if self.done_horizon > 1:
+                p = 1.0 - tf.pow(1.0 - p, 1.0 / self.done_horizon)
+            done = tf.logical_or(done, uniform(seeds, t, _S_DONE, 1)[:, 0] < p)
         elif out.done_logit is not None:
             done = tf.logical_or(done, out.done_logit > 0.0)  # cutoff, no sampling, no τ (§4)
         reward = out.reward if out.reward is not None else tf.ones([n], tf.float32)
@@ -476,8 +485,7 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
     from wm.world import load_world
 
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
-    kw.setdefault("done_sampling", cfg.dream.done_sampling)
-    kw.setdefault("done_weight", cfg.mdnrnn.done_weight)
+    kw = done_options(cfg) | kw
     kw.setdefault("start", cfg.dream.start)
     kw.setdefault("branch_share", float(cfg.dream.branch_share))
     ms = [world.mdnrnn]
@@ -503,6 +511,13 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
         for m in ms
     ]
     return evs[0] if len(evs) == 1 else DreamEnsemble(evs)
+
+
+def done_options(cfg: Config) -> dict[str, Any]:
+    """How a dream of this config decides a death: `dream.done_sampling` and what M's done head was trained on
+    (`mdnrnn.done_weight`, `mdnrnn.done_horizon`); keywords of DreamEvaluator and DreamEnv."""
+    m = cfg.mdnrnn
+    return {"done_sampling": cfg.dream.done_sampling, "done_weight": m.done_weight, "done_horizon": int(m.done_horizon)}
 
 
 def run_series(cfg: Config, run: RunDir) -> Series:
@@ -544,9 +559,8 @@ def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
         cfg.dream.temperature,
         cfg.dream.max_steps,
         params=params,
-        done_sampling=cfg.dream.done_sampling,
-        done_weight=cfg.mdnrnn.done_weight,
         start=cfg.dream.start,
         branches=run_branches(cfg, world.mdnrnn, run_series(cfg, world.run)) if cfg.dream.branch_share > 0 else None,
         branch_share=float(cfg.dream.branch_share),
+        **done_options(cfg),
     )

@@ -133,7 +133,7 @@ class PlaySession:
         self.t, self.score, self.done, self.frame = 0, 0.0, False, None
 
     def _make_dream(self) -> None:
-        from wm.dream import DreamEnv
+        from wm.dream import DreamEnv, done_options
 
         w, cfg = self.world, self.cfg
         params = w.params if self.agent else None
@@ -145,8 +145,7 @@ class PlaySession:
             self.temperature,
             cfg.dream.max_steps,
             params=params,
-            done_sampling=cfg.dream.done_sampling,
-            done_weight=cfg.mdnrnn.done_weight,
+            **done_options(cfg),
         )
 
     def set_temperature(self, tau: float) -> None:

@@ -5,7 +5,8 @@ Every batch is a dict of NumPy arrays for L input steps:
   action (B, L, A), restart (B, L)   M's other inputs (restart = 1 on an episode's first frame, §4)
   z_mask (B, L)            1 where the target frame exists (padding and stream tails are masked, not learned)
   done_target, done_mask (B, L)   1 where the input frame is the last of its episode ("next frame restarts", §4),
-                           when that episode ended by the env's termination (not at the step cap; `load_series`)
+                           when that episode ended by the env's termination (not at the step cap; `load_series`);
+                           with `done_horizon` k > 1 (not the paper) its last k frames: "dies within k steps"
 
 z is re-sampled from the stored μ/logvar for every batch, z = μ + exp(logvar/2)·ε (§3: avoids overfitting one
 sample). Randomness is a function of (seed, step) or (seed, epoch, chunk), so a resumed run sees the same batches.
@@ -136,6 +137,12 @@ def _assemble(
     return batch
 
 
+def _dying(local: np.ndarray, length: np.ndarray, terminal: np.ndarray, horizon: int) -> np.ndarray:
+    """Done targets: frame `local` of an episode of `length` frames is one of its last `horizon` and the episode
+    ended by termination (horizon 1: its last frame, the paper's "next frame restarts")."""
+    return (local >= length - horizon) & terminal
+
+
 def _terminal(s: Series, eps: np.ndarray) -> np.ndarray:
     """Whether episodes `eps` end by termination (their last frame is a done target): all of them when the series
     was loaded without its done flags (M without a done head)."""
@@ -145,8 +152,8 @@ def _terminal(s: Series, eps: np.ndarray) -> np.ndarray:
 class EpisodeBatches:
     """`episodes` scheme: batch(step) → B random whole-episode windows (Car, §4)."""
 
-    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int, predict_done: bool):
-        self.s, self.b, self.seed = series, int(batch_size), int(seed)
+    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int, predict_done: bool, done_horizon: int = 1):
+        self.s, self.b, self.seed, self.horizon = series, int(batch_size), int(seed), int(done_horizon)
         self.window = int(seq_len)  # frames per window
         self.steps = self.window if predict_done else self.window - 1  # input steps L
 
@@ -160,15 +167,15 @@ class EpisodeBatches:
         local = off[:, None] + np.minimum(pos, n[:, None] - 1)
         idx = s.starts[eps][:, None] + local
         first = local == 0
-        last = (local == s.lengths[eps][:, None] - 1) & _terminal(s, eps)[:, None]
+        last = _dying(local, s.lengths[eps][:, None], _terminal(s, eps)[:, None], self.horizon)
         return _assemble(s, idx, valid, first & valid, last & valid, rng)
 
 
 class StreamBatches:
     """`streams` scheme: epoch(e) → the chunks of B parallel streams, L inputs each (Doom, §4)."""
 
-    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int):
-        self.s, self.b, self.l, self.seed = series, int(batch_size), int(seq_len), int(seed)
+    def __init__(self, series: Series, batch_size: int, seq_len: int, seed: int, done_horizon: int = 1):
+        self.s, self.b, self.l, self.seed, self.horizon = series, int(batch_size), int(seq_len), int(seed), int(done_horizon)
         # frames per row: n_chunks·L inputs + 1 final target; the tail that does not fit is dropped (§4)
         self.n_chunks = max(1, (series.n_frames - 1) // (self.b * self.l))
 
@@ -179,7 +186,9 @@ class StreamBatches:
         idx = np.concatenate([np.arange(s.starts[e], s.starts[e] + s.lengths[e]) for e in order])
         first = np.concatenate([np.arange(s.lengths[e]) == 0 for e in order])
         term = _terminal(s, order)
-        last = np.concatenate([(np.arange(s.lengths[e]) == s.lengths[e] - 1) & t for e, t in zip(order, term, strict=True)])
+        last = np.concatenate(
+            [_dying(np.arange(s.lengths[e]), s.lengths[e], t, self.horizon) for e, t in zip(order, term, strict=True)]
+        )
         row = self.n_chunks * self.l
         need = self.b * row + 1
         valid = np.ones(need, bool)

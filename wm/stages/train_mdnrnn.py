@@ -45,6 +45,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
         raise WMError(f"mdnrnn.batching must be episodes or streams, got {m_cfg.batching!r}")
+    if m_cfg.done_horizon < 1:
+        raise WMError(f"mdnrnn.done_horizon must be ≥ 1, got {m_cfg.done_horizon}")
     a_dim = action_dim(cfg)
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = bool(m_cfg.predict_reward)
@@ -135,7 +137,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             return {k: tf.constant(v) for k, v in batch.items()}
 
         if m_cfg.batching == "episodes":
-            batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done)
+            batches = EpisodeBatches(
+                series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done, m_cfg.done_horizon
+            )
             todo = (tensors(batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
             with closing(prefetch(todo)) as items:
                 for batch in items:
@@ -143,7 +147,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     if state["step"] % m_cfg.checkpoint_every == 0:
                         save()
         else:
-            batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed)
+            batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.done_horizon)
             log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
             carry = _load_carry(out / "carry.npz", state, model, m_cfg.batch_size)
 
@@ -220,7 +224,7 @@ def _load_carry(path, state: dict, model, batch: int):
 
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.dream import DreamEnv
+    from wm.dream import DreamEnv, done_options
     from wm.engine import dream_episode
     from wm.media import save_gif
     from wm.recording import decode
@@ -239,8 +243,7 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
         logvar,
         cfg.dream.temperature,
         steps,
-        done_sampling=cfg.dream.done_sampling,
-        done_weight=cfg.mdnrnn.done_weight,
+        **done_options(cfg),
     )
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
