@@ -254,6 +254,13 @@ def test_done_sampling_threshold_vs_bernoulli(world):
     # Bernoulli takes log 10 off the logit, so episodes last ≈ 91 steps, not 10
     weighted = DreamEvaluator(hazard, c, mu0, lv0, 1.0, 1000, done_sampling="bernoulli", done_weight=10.0)
     assert 80 < weighted.evaluate(_params(c, 4), seeds)[1].mean() < 102  # geometric(1/91) over 400: 91 ± 4.5
+    # a head trained on "dies within 8 steps" (mdnrnn.done_horizon 8) with P = 0.1 means a per-step hazard
+    # 1 − 0.9^(1/8) ≈ 0.0131: episodes last ≈ 76 steps, not 10 (the cutoff ignores the horizon)
+    horizon = DreamEvaluator(hazard, c, mu0, lv0, 1.0, 1000, done_sampling="bernoulli", done_horizon=8)
+    assert 68 < horizon.evaluate(_params(c, 4), seeds)[1].mean() < 84  # geometric(0.0131) over 400: 76 ± 3.8
+    assert (DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_horizon=8).evaluate(_params(c, 4), seeds)[1] == 200).all()
+    with pytest.raises(WMError, match="done_horizon"):
+        DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_horizon=0)
     with pytest.raises(WMError, match="done_sampling"):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
 

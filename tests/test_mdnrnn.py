@@ -495,3 +495,27 @@ def test_done_head_series_end_at_the_first_termination(tmp_path):
             np.testing.assert_array_equal(b["done_target"][row], want)
     idx, valid, first, last = StreamBatches(s, batch_size=1, seq_len=25, seed=0).epoch_index(0)
     assert last.sum() == 2 and first.sum() == 3  # two terminal ends, three starts
+
+
+def test_a_done_horizon_marks_the_last_frames_of_a_death_not_of_a_cap(tmp_path):
+    """mdnrnn.done_horizon k: the done head learns "dies within k steps", so an episode that ended by termination
+    gets done targets on its last k frames (all of it when shorter), a capped one none; k = 1 is the paper's one
+    target; both batchings agree."""
+    from wm.data.episodes import episode_name, read_episode, write_episode
+    from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
+
+    _write_series(tmp_path, [7, 9, 3])
+    d = read_episode(tmp_path / episode_name(1), ("mu", "logvar", "action", "reward", "done"))
+    d["done"][:] = False  # episode 1 reached the step cap
+    write_episode(tmp_path / episode_name(1), **d)
+    s = load_series(tmp_path, 4, 1, dones=True)
+    assert list(s.terminal) == [True, False, True]
+    for k, want in [(1, {7: [6], 9: [], 3: [2]}), (4, {7: [3, 4, 5, 6], 9: [], 3: [0, 1, 2]})]:
+        eb = EpisodeBatches(s, batch_size=3, seq_len=9, seed=0, predict_done=True, done_horizon=k)
+        b = eb.batch(0)
+        for row, length in enumerate(b["done_mask"].sum(1).astype(int)):
+            assert list(np.flatnonzero(b["done_target"][row])) == want[length]
+        idx, valid, first, last = StreamBatches(s, batch_size=1, seq_len=18, seed=0, done_horizon=k).epoch_index(0)
+        assert valid.all() and sorted(idx[0]) == list(range(s.n_frames))  # one stream holds every frame once
+        marked = set(idx[0][last[0]].tolist())
+        assert marked == {int(s.starts[e]) + f for e, n in enumerate(s.lengths) for f in want[int(n)]}
