@@ -276,3 +276,16 @@ def test_dream_worlds_share_each_members_episodes(tmp_path):
         load_dream(both, run)
     with pytest.raises(WMError, match="not a run directory"):
         load_dream(C.update(cfg, {"dream": {"worlds": ["../nowhere"]}}), run)
+
+
+def test_the_configs_death_settings_reach_every_dream(tmp_path):
+    """`dream.done_sampling` and the done head's training (`mdnrnn.done_weight`, `mdnrnn.done_horizon`) reach the
+    batched evaluator and DreamEnv alike (`wm.dream.done_options`): a horizon the trainer used but the dream ignored
+    would draw deaths k times too often."""
+    from wm.dream import dream_env, load_dream
+
+    cfg, run = tiny_world(tmp_path / "a")
+    cfg = C.update(cfg, {"dream": {"done_sampling": "bernoulli"}, "mdnrnn": {"done_weight": 4.0, "done_horizon": 8}})
+    for core in (load_dream(cfg, run).core, dream_env(cfg, run).core):
+        assert (core.done_sampling, core.done_horizon) == ("bernoulli", 8)
+        assert core.done_shift == pytest.approx(np.log(4.0))
