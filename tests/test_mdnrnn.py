@@ -395,6 +395,16 @@ def test_stage_refuses_without_series(tmp_path):
         train_mdnrnn.run(cfg, run, argparse.Namespace())
 
 
+def test_stage_refuses_a_done_horizon_below_one(tmp_path):
+    from wm.stages import train_mdnrnn
+
+    cfg, run = _stage_run(tmp_path, "streams", done_horizon=0)
+    run.mark_done("encode")
+    with pytest.raises(WMError, match="done_horizon must be ≥ 1, got 0"):
+        train_mdnrnn.run(cfg, run, argparse.Namespace())
+    assert not run.stage_dir("train-mdnrnn").exists()  # refused before anything is written
+
+
 @pytest.mark.parametrize(
     "batching, over",
     [("streams", {}), ("episodes", {}), ("streams", {"dropout": 0.2}), ("episodes", {"predict_reward": True, "steps": 8})],
