@@ -66,10 +66,10 @@ def one(world: Path, out: Path, alg: str, a: argparse.Namespace) -> dict[str, An
     t = time.time()
     if not rd.is_done("train-controller"):
         # no --force: a killed algorithm resumes from its es_state (es.* are train-controller's own settings)
-        subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi), check=True)
+        subprocess.run(stage_command("train-controller", run, sets=sets, ranks=a.mpi), check=True, stdout=sys.stderr)
     train_s = time.time() - t
     if not rd.eval_summary("real").exists():
-        subprocess.run(stage_command("evaluate", run, sets=[f"evaluate.episodes={a.episodes}"]), check=True)
+        subprocess.run(stage_command("evaluate", run, sets=[f"evaluate.episodes={a.episodes}"]), check=True, stdout=sys.stderr)
     gens = [r for r in records(run) if "es/generation" in r]
     last, evals = gens[-1], [r for r in gens if "es/eval_mean" in r]
     es = rd.load_config().es  # the settings it trained with (--set included)
@@ -107,7 +107,7 @@ def main() -> None:
     link_world(world, random)
     if not RunDir(random).eval_summary("random").exists():
         cmd = stage_command("evaluate", random, sets=[f"evaluate.episodes={a.episodes}"]) + ["--random"]
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, stdout=sys.stderr)
     out["random"] = summary(random, "random")
     for alg in a.algorithms:
         out[alg] = one(world, a.out, alg, a)
