@@ -305,7 +305,7 @@ class DreamEvaluator:
         compact_every: int = 10,
         **options: Any,
     ):
-        """`options`: the dream's settings, `_Core`'s keywords (done_sampling, done_weight, start, branches,
+        """`options`: the dream's settings, `_Core`'s keywords (done_sampling, done_weight, done_horizon, start, branches,
         branch_share)."""
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
