@@ -485,9 +485,7 @@ def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEns
     from wm.world import load_world
 
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
-    kw = done_options(cfg) | kw
-    kw.setdefault("start", cfg.dream.start)
-    kw.setdefault("branch_share", float(cfg.dream.branch_share))
+    kw = dream_options(cfg) | kw
     ms = [world.mdnrnn]
     for path in dream_worlds(cfg, run):
         other = RunDir(path)
@@ -518,6 +516,12 @@ def done_options(cfg: Config) -> dict[str, Any]:
     (`mdnrnn.done_weight`, `mdnrnn.done_horizon`); keywords of DreamEvaluator and DreamEnv."""
     m = cfg.mdnrnn
     return {"done_sampling": cfg.dream.done_sampling, "done_weight": m.done_weight, "done_horizon": int(m.done_horizon)}
+
+
+def dream_options(cfg: Config) -> dict[str, Any]:
+    """A run's dreams as C trains in them: `done_options` plus where they start (`dream.start`, `dream.branch_share`;
+    the branch table itself is per M, built by the caller)."""
+    return done_options(cfg) | {"start": cfg.dream.start, "branch_share": float(cfg.dream.branch_share)}
 
 
 def run_series(cfg: Config, run: RunDir) -> Series:
@@ -559,8 +563,6 @@ def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
         cfg.dream.temperature,
         cfg.dream.max_steps,
         params=params,
-        start=cfg.dream.start,
         branches=run_branches(cfg, world.mdnrnn, run_series(cfg, world.run)) if cfg.dream.branch_share > 0 else None,
-        branch_share=float(cfg.dream.branch_share),
-        **done_options(cfg),
+        **dream_options(cfg),
     )
