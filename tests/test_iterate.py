@@ -45,12 +45,31 @@ def test_iterate_set_overrides_every_round_after_its_own_settings():
         round_config(_cfg('iterate.set=["es.fitnes=real"]'), 1)
 
 
+def test_learned_set_applies_over_iterate_set_only_to_a_learned_round():
+    cfg = _cfg('iterate.set=["mdnrnn.done_horizon=4", "es.generations=7"]', 'iterate.learned_set=["mdnrnn.done_horizon=16"]')
+    before, after = round_config(cfg, 2), round_config(cfg, 2, learned=True)
+    assert (before.mdnrnn.done_horizon, after.mdnrnn.done_horizon) == (4, 16)
+    assert before.es.generations == after.es.generations == 7 and after.collect.agent_run == "../round1"
+    with pytest.raises(WMError, match="iterate.learned_set cannot change iterate.patience"):
+        round_config(_cfg('iterate.learned_set=["iterate.patience=3"]'), 1, learned=True)
+
+
 def test_pipeline_refuses_a_round_config_before_the_first_pass(tmp_path, repo_root):
     run = tmp_path / "car"
     sets = ["iterate.rounds=1", 'iterate.set=["es.fitness=dream"]']  # CarRacing's dream without the reward head
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run), "--set", *sets]
     done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "needs M's reward head" in done.stderr.strip().splitlines()[-1]
+    assert not run.exists()  # nothing written
+
+
+def test_pipeline_refuses_learned_set_without_round_control(tmp_path, repo_root):
+    run = tmp_path / "doom"
+    sets = ["iterate.rounds=2", "iterate.check_episodes=0", 'iterate.learned_set=["mdnrnn.done_horizon=16"]']
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--set", *sets]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "learned_set" in done.stderr.strip().splitlines()[-1]
+    assert "needs round control" in done.stderr.strip().splitlines()[-1]
     assert not run.exists()  # nothing written
 
 

@@ -39,10 +39,12 @@ def _drive(
     random: float = 50.0,
     round_minutes: float = 0,
     recorded: dict[str, float] | None = None,
+    learned: list[bool] | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
-    rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json)."""
+    rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json); each
+    round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -50,10 +52,12 @@ def _drive(
         passes = [{"name": k, "minutes": v} for k, v in recorded.items()]
         run.rounds_path.write_text(json.dumps({"passes": passes, "result": passes[0]}))  # as write_rounds writes it
     explores: list[float] = []
+    flags = [] if learned is None else learned
     calls = iter(scores)
 
-    def fake_prepare(base, cfg_, k, explore=None):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False):
         explores.append(explore)
+        flags.append(learned)
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child
@@ -120,6 +124,21 @@ def test_a_c_below_twice_random_earns_another_round(tmp_path, monkeypatch):
     # with the target off, patience stops after round 1 as before
     rounds, _, doc = _drive(tmp_path / "off", monkeypatch, scores, "iterate.target_ratio=0", random=210.0)
     assert rounds == ["round1"] and doc["result"]["name"] == "first pass"
+
+
+def test_learned_set_reaches_only_the_rounds_after_a_c_that_plays(tmp_path, monkeypatch):
+    # random 200 on the check seeds, target 2 × random = 400: the first pass and round 1 walk to a wall, round 2
+    # learns (450), so rounds 3 and 4 are built with iterate.learned_set; round 3 below 400 does not undo it
+    scores = [(170, 1500), (180, 900), (450, 500), (390, 420), (520, 560), (500, 510)]
+    sets = ('iterate.learned_set=["mdnrnn.done_horizon=16"]', "iterate.patience=2")
+    flags: list[bool] = []
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, *sets, random=200.0, learned=flags)
+    assert rounds == ["round1", "round2", "round3", "round4", "round5"] and doc["result"]["name"] == "round4"
+    assert flags == [False, False, True, True, True]
+    # without learned_set nothing is flagged, whatever the scores
+    flags2: list[bool] = []
+    _drive(tmp_path / "off", monkeypatch, scores, "iterate.patience=2", random=200.0, learned=flags2)
+    assert flags2 == [False] * 5
 
 
 def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):

@@ -46,9 +46,10 @@ def previous_pass(base: RunDir, k: int) -> RunDir:
     return base if k == 1 else round_dir(base, k - 1)
 
 
-def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
+def round_config(cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> Config:
     """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
-    `iterate.explore`; round control raises it after an exploiting C)."""
+    `iterate.explore`; round control raises it after an exploiting C). `learned`: an earlier pass's C reached round
+    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`."""
     it = cfg.iterate
     prev = ".." if k == 1 else f"../round{k - 1}"
     over = {
@@ -73,11 +74,14 @@ def round_config(cfg: Config, k: int, explore: float | None = None) -> Config:
         over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
     else:
         over["mdnrnn.steps"] = int(it.mdnrnn_steps)
-    extra = C.parse_set([str(x) for x in it.set or []])
-    bad = sorted(k for k in extra if k.startswith("iterate."))
-    if bad:
-        raise WMError(f"iterate.set cannot change {', '.join(bad)}: the rounds' own settings live in the base run")
-    return C.update(C.update(cfg, over, source="iterate"), extra, source="iterate.set")
+    out = C.update(cfg, over, source="iterate")
+    for key in ("set", "learned_set") if learned else ("set",):
+        extra = C.parse_set([str(x) for x in it[key] or []])
+        bad = sorted(k for k in extra if k.startswith("iterate."))
+        if bad:
+            raise WMError(f"iterate.{key} cannot change {', '.join(bad)}: the rounds' own settings live in the base run")
+        out = C.update(out, extra, source=f"iterate.{key}")
+    return out
 
 
 def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
@@ -99,14 +103,14 @@ def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
     return n
 
 
-def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None) -> RunDir:
+def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> RunDir:
     """Create or check round k of `base` (see the module docstring); returns its RunDir."""
     prev = previous_pass(base, k)
     for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
-    child.bind_config(round_config(cfg, k, explore))
+    child.bind_config(round_config(cfg, k, explore, learned))
     _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
     if int(cfg.iterate.vae_epochs) > 0:  # the round trains its own V and encodes everything with it
         return child
@@ -189,6 +193,12 @@ def below_target(history: list[PassCheck], cfg: Config, random: float) -> bool:
     """The best C so far scores below `iterate.target_ratio` × the random policy on the check seeds."""
     target = float(cfg.iterate.target_ratio) * float(random)
     return target > 0 and history[best_pass(history)].real < target
+
+
+def learned_round(history: list[PassCheck], cfg: Config, random: float) -> bool:
+    """Some pass's C has reached `iterate.target_ratio` × the random policy on the check seeds: the run has a C that
+    plays the game, and the rounds after it take `iterate.learned_set` (e.g. a finer dream once C dodges)."""
+    return float(cfg.iterate.target_ratio) * float(random) > 0 and not below_target(history, cfg, random)
 
 
 def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:

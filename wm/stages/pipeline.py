@@ -30,6 +30,7 @@ from wm.iterate import (
     best_pass,
     check_seeds,
     gate_verdict,
+    learned_round,
     next_explore,
     prepare_round,
     previous_pass,
@@ -232,10 +233,17 @@ def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
 
 
 def _run_round(
-    run: RunDir, cfg: Config, k: int, explore: float | None, args: argparse.Namespace, timings: dict[str, float]
+    run: RunDir,
+    cfg: Config,
+    k: int,
+    explore: float | None,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    learned: bool = False,
 ) -> RunDir:
-    """Prepare round k of `run` (config `cfg`) and run its stages, the dream gate just before its C's training."""
-    child = prepare_round(run, cfg, k, explore)
+    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies) and run its stages, the
+    dream gate just before its C's training."""
+    child = prepare_round(run, cfg, k, explore, learned=learned)
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
@@ -317,12 +325,14 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
+        learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; "
-            f"collect with exploration {explore:g}, fine-tune M, retrain C",
+            f"collect with exploration {explore:g}, fine-tune M, retrain C"
+            + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
-        child = _run_round(run, cfg, k, explore, args, timings)
+        child = _run_round(run, cfg, k, explore, args, timings, learned)
         rounds.append(child)
         history.append(checked(check_pass(child, child.load_config(), child.path.name)))
         last_round = minutes() - started
@@ -339,7 +349,13 @@ def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     cfg = resolve_config(args)
     if int(cfg.iterate.rounds) > 0 and not args.until:
-        check_fitness(round_config(cfg, 1))  # a round's bad settings (iterate.set) stop it now, not after the first pass
+        # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
+        check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
+    if cfg.iterate.learned_set and (int(cfg.iterate.check_episodes) <= 0 or float(cfg.iterate.target_ratio) <= 0):
+        raise WMError(
+            "iterate.learned_set applies after a pass whose real check reaches iterate.target_ratio × random: "
+            "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0"
+        )
     cfg = run.bind_config(cfg, None)
     if args.force and (old := round_dirs(run.path)):
         raise WMError(
