@@ -214,7 +214,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     ran: list[str] = []
     asked: list[tuple[str, str, tuple[str, ...]]] = []
 
-    def fake_prepare(base, cfg_, k, explore=None):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False):
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child
