@@ -305,3 +305,35 @@ def test_round_compare_rebuilds_a_round_beside_the_run_and_writes_nothing_into_i
     with pytest.raises(WMError, match="round3 has no finished train-controller"):
         rc.setup(base.path, 4, tmp_path / "y", [])
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_branch_run_keeps_the_passes_up_to_r_links_data_and_copies_the_rest(tmp_path, repo_root):
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("branch_run", repo_root / "bench" / "branch_run.py")
+    br = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(br)
+    cfg = _cfg("iterate.rounds=3")
+    base = _fake_base(tmp_path / "run", cfg)
+    for k in (1, 2):
+        _fake_base(base.path / f"round{k}", round_config(cfg, k))
+    passes = [{"name": n, "real": 100.0 * i, "minutes": 10.0 * i} for i, n in enumerate(["first pass", "round1", "round2"])]
+    base.rounds_path.write_text(json.dumps({"passes": passes, "stopped": "patience", "result": {"name": "round2"}}))
+    (base.path / "pipeline_timings.jsonl").write_text('{"total_s": 1}\n')
+    out = tmp_path / "branch"
+    assert br.branch(base, 1, out) == ["first pass", "round1"]
+    assert (out / "round1").is_dir() and not (out / "round2").exists()  # rounds after R are left out
+    doc = json.loads((out / "rounds.json").read_text())
+    assert [p["name"] for p in doc["passes"]] == ["first pass", "round1"] and doc["stopped"] is None
+    ep = "round1/episodes/ep_000001.npz"
+    assert (out / ep).stat().st_ino == (base.path / ep).stat().st_ino  # data: a hard link
+    for f in ("pipeline_timings.jsonl", "config.yaml", "round1/config.yaml"):  # the rest: copies, appends stay in OUT
+        assert (out / f).read_bytes() == (base.path / f).read_bytes()
+        assert (out / f).stat().st_ino != (base.path / f).stat().st_ino
+    assert len(json.loads(base.rounds_path.read_text())["passes"]) == 3  # RUN untouched
+    with pytest.raises(SystemExit, match="exists"):
+        br.branch(base, 1, out)
+    with pytest.raises(SystemExit, match="no round5"):
+        br.branch(base, 5, tmp_path / "b2")
+    assert not (tmp_path / "b2").exists()
