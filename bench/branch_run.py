@@ -7,7 +7,9 @@ OUT gets RUN's first pass and rounds 1..R (R = 0: the first pass alone): episode
 rewrites in OUT never reach RUN. `rounds.json` keeps only the passes copied, so round control resumes after pass R
 with its recorded clock and the rounds from R + 1 on are built with OUT's settings (`iterate.learned_set`, …); the
 pipeline skips every finished stage. The first new round collects exactly what RUN's round R + 1 collected (same
-seeds, same C), so the two runs differ from there on by the settings alone.
+seeds, same C), so the two runs differ from there on by the settings alone. OUT keeps RUN's config: a setting RUN
+was run with (e.g. its `iterate.learned_set`) goes on in OUT unless the continuing pipeline's `--set` undoes it
+(`'iterate.learned_set=[]'`); the printed line lists RUN's round settings for that reason.
 
     .venv/bin/python bench/branch_run.py --run runs/s9f --after 2 --out runs/s9h
     .venv/bin/python -m wm pipeline --run runs/s9h --mpi 3 --demo \\
@@ -73,8 +75,11 @@ def main() -> None:
     ap.add_argument("--after", type=int, required=True, help="the last pass kept: 0 = first pass, K = round K")
     ap.add_argument("--out", required=True, help="the new run directory (must not exist)")
     args = ap.parse_args()
-    kept = branch(RunDir(args.run), args.after, Path(args.out))
-    print(json.dumps({"out": args.out, "passes": kept}))
+    run = RunDir(args.run)
+    kept = branch(run, args.after, Path(args.out))
+    it = run.load_config().iterate
+    settings = {"iterate.set": list(it.set or []), "iterate.learned_set": list(it.learned_set or [])}
+    print(json.dumps({"out": args.out, "passes": kept, "kept_settings": settings}))
 
 
 if __name__ == "__main__":
