@@ -89,7 +89,10 @@ class _Writer:
     """One background thread per worker that compresses and writes the previous episode while the next one runs.
 
     zlib releases the GIL and `np.savez_compressed` costs about as much per frame as a Doom step, so this keeps a
-    single worker's env busy. At most one episode waits (bounded memory); `close()` drains it at worker exit.
+    single worker's env busy. At most one episode waits (bounded memory); `close()` drains it at worker exit. A
+    failed write surfaces at the same worker's next `put()`, which first waits for the previous write to end (it
+    overlapped the episode just played, so the wait is short): checked before that end, the error was missed under
+    load and the stage reported only a missing file.
     """
 
     def __init__(self) -> None:
@@ -104,8 +107,12 @@ class _Writer:
                 write_episode(item[0], **item[1])
             except BaseException as e:  # surfaced by the next put(); the file is simply missing (atomic write)
                 self.error = e
+            finally:
+                self.q.task_done()
+        self.q.task_done()
 
     def put(self, path: Path, ep: dict[str, np.ndarray]) -> None:
+        self.q.join()  # the previous episode's write has ended, so its error (if any) is known
         if self.error is not None:
             raise self.error
         self.q.put((path, ep))
@@ -266,7 +273,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         good, todo = existing(folder, target, spec=episode_spec(cfg))
         if todo:
             raise WMError(
-                f"collect: {len(todo)} episode files missing or unreadable after collection (first: {episode_name(todo[0])})"
+                f"collect: {len(todo)} episode files missing or unreadable after collection (first: "
+                f"{episode_name(todo[0])}); the episodes on disk are kept: rerun the same command to resume"
             )
         lengths = np.array([good[k] for k in range(target)]) if target else np.zeros(1)
         info = {
