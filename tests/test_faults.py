@@ -426,6 +426,42 @@ def test_collect_write_failure_is_one_line_and_the_rerun_completes(tmp_path, cap
     assert cli.main(args) == 0 and RunDir(run).is_done("collect")
 
 
+def _episode(n: int = 3) -> dict[str, np.ndarray]:
+    return {"obs": np.zeros((n, 64, 64, 3), np.uint8), "done": np.zeros(n, bool)}
+
+
+def test_a_writers_failed_last_write_is_printed_once_at_close(tmp_path, capsys):
+    from wm.stages.collect import _Writer
+
+    w = _Writer()
+    (tmp_path / "ep_000000.npz" / "in-the-way").mkdir(parents=True)
+    w.put(tmp_path / "ep_000000.npz", _episode())
+    with pytest.raises(WMError, match=r"cannot write .*ep_000000\.npz"):
+        w.put(tmp_path / "ep_000001.npz", _episode())  # raises the previous write's error; this one is not queued
+    (tmp_path / "ep_000002.npz" / "in-the-way").mkdir(parents=True)
+    w.put(tmp_path / "ep_000002.npz", _episode())  # the last: no later put() raises its error
+    w.close()
+    err = capsys.readouterr().err.strip().splitlines()
+    # only the last write's error (the first was raised, not printed again); before: nothing at all
+    assert len(err) == 1 and re.search(r"collect worker: cannot write .*ep_000002\.npz: \[Errno (21|39)\]", err[0]), err
+    assert not (tmp_path / "ep_000001.npz").exists()
+
+
+@pytest.mark.env
+def test_collect_failure_of_a_workers_last_write_names_its_cause(tmp_path, capfd):
+    run = tmp_path / "r"
+    args = ["collect", "--configs", "doom_takecover", "tiny", "--run", str(run), "--set", "collect.episodes=3"]
+    args += ["collect.workers=1", "env.max_steps=60"]
+    (run / "episodes" / episode_name(2) / "in-the-way").mkdir(parents=True)  # the worker's last episode
+    assert cli.main(args) == 2
+    err = capfd.readouterr().err  # the worker process's line reaches the same stderr
+    assert re.search(r"collect worker: cannot write .*ep_000002\.npz: \[Errno (21|39)\]", err), err[-2000:]
+    assert re.search(r"1 episode files missing .*ep_000002\.npz.*rerun the same command", err), err[-2000:]
+    eps = run / "episodes"
+    assert [(eps / episode_name(k)).is_file() for k in range(3)] == [True, True, False]
+    assert not RunDir(run).is_done("collect")
+
+
 # ---------------------------------------------------------------- 5: a rerun removes its stage's temporaries
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import queue
+import sys
 import threading
 import time
 from pathlib import Path
@@ -114,12 +115,17 @@ class _Writer:
     def put(self, path: Path, ep: dict[str, np.ndarray]) -> None:
         self.q.join()  # the previous episode's write has ended, so its error (if any) is known
         if self.error is not None:
-            raise self.error
+            error, self.error = self.error, None  # raised once: close() must not print it again
+            raise error
         self.q.put((path, ep))
 
     def close(self) -> None:
+        """Write the pending episode and stop. A failed last write has no next `put()` to raise it, so it is printed
+        here as its one line (the master then reports the file missing; without this line, nothing said why)."""
         self.q.put(None)
         self.thread.join()
+        if self.error is not None:
+            print(f"collect worker: {self.error}", file=sys.stderr, flush=True)
 
 
 class CollectWorker:
