@@ -354,7 +354,8 @@ def main(args: argparse.Namespace) -> int:
     if cfg.iterate.learned_set and (int(cfg.iterate.check_episodes) <= 0 or float(cfg.iterate.target_ratio) <= 0):
         raise WMError(
             "iterate.learned_set applies after a pass whose real check reaches iterate.target_ratio × random: "
-            "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0"
+            "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
+            "or set 'iterate.learned_set=[]'"
         )
     cfg = run.bind_config(cfg, None)
     if args.force and (old := round_dirs(run.path)):
