@@ -54,6 +54,20 @@ def test_learned_set_applies_over_iterate_set_only_to_a_learned_round():
         round_config(_cfg('iterate.learned_set=["iterate.patience=3"]'), 1, learned=True)
 
 
+def test_small_doom_preset_keeps_the_papers_dream_until_c_has_learned():
+    # the recipe measured on seeds 9-13 (README): the one-frame done head and the cutoff in the first pass and in every
+    # round before a C reaches 2 x random; the 16-frame head with sampled deaths in the rounds after; up to 9 rounds
+    cfg = load(["doom_takecover", "small"])
+    first, before, after = cfg, round_config(cfg, 3), round_config(cfg, 3, learned=True)
+    assert [(c.mdnrnn.done_horizon, c.dream.done_sampling) for c in (first, before, after)] == [
+        (1, "threshold"),
+        (1, "threshold"),
+        (16, "bernoulli"),
+    ]
+    assert (cfg.iterate.rounds, cfg.iterate.max_minutes, cfg.iterate.target_ratio) == (9, 85, 2.0)
+    assert before.mdnrnn.to_dict() | {"done_horizon": 16} == after.mdnrnn.to_dict()  # nothing else differs in M
+
+
 def test_pipeline_refuses_a_round_config_before_the_first_pass(tmp_path, repo_root):
     run = tmp_path / "car"
     sets = ["iterate.rounds=1", 'iterate.set=["es.fitness=dream"]']  # CarRacing's dream without the reward head
