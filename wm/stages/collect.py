@@ -24,10 +24,9 @@ handed to that thread, and the stage re-checks every file on disk before writing
 from __future__ import annotations
 
 import argparse
-import queue
 import sys
-import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -90,42 +89,32 @@ class _Writer:
     """One background thread per worker that compresses and writes the previous episode while the next one runs.
 
     zlib releases the GIL and `np.savez_compressed` costs about as much per frame as a Doom step, so this keeps a
-    single worker's env busy. At most one episode waits (bounded memory); `close()` drains it at worker exit. A
-    failed write surfaces at the same worker's next `put()`, which first waits for the previous write to end (it
-    overlapped the episode just played, so the wait is short): checked before that end, the error was missed under
-    load and the stage reported only a missing file.
+    single worker's env busy. At most one episode is being written (bounded memory): `put()` first waits for the
+    previous write's future, which re-raises its error there (waiting is what makes the error certain to be seen:
+    checked before the write had ended, it was missed under load and the stage reported only a missing file).
+    `close()` waits for the last write at worker exit; having no later `put()`, its error is printed as one line.
     """
 
     def __init__(self) -> None:
-        self.q: queue.Queue = queue.Queue(maxsize=1)
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.pending: Future | None = None
 
-    def _loop(self) -> None:
-        while (item := self.q.get()) is not None:
-            try:
-                write_episode(item[0], **item[1])
-            except BaseException as e:  # surfaced by the next put(); the file is simply missing (atomic write)
-                self.error = e
-            finally:
-                self.q.task_done()
-        self.q.task_done()
+    def _wait(self) -> None:
+        pending, self.pending = self.pending, None
+        if pending is not None:
+            pending.result()  # the write's error, raised once
 
     def put(self, path: Path, ep: dict[str, np.ndarray]) -> None:
-        self.q.join()  # the previous episode's write has ended, so its error (if any) is known
-        if self.error is not None:
-            error, self.error = self.error, None  # raised once: close() must not print it again
-            raise error
-        self.q.put((path, ep))
+        self._wait()
+        self.pending = self.pool.submit(write_episode, path, **ep)
 
     def close(self) -> None:
-        """Write the pending episode and stop. A failed last write has no next `put()` to raise it, so it is printed
-        here as its one line (the master then reports the file missing; without this line, nothing said why)."""
-        self.q.put(None)
-        self.thread.join()
-        if self.error is not None:
-            print(f"collect worker: {self.error}", file=sys.stderr, flush=True)
+        try:
+            self._wait()
+        except Exception as e:  # noqa: BLE001 — the master then reports the file missing; this line says why
+            print(f"collect worker: {e}", file=sys.stderr, flush=True)
+        finally:
+            self.pool.shutdown()
 
 
 class CollectWorker:
