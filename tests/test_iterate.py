@@ -87,6 +87,22 @@ def test_pipeline_refuses_learned_set_without_round_control(tmp_path, repo_root)
     assert not run.exists()  # nothing written
 
 
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        (["iterate.check_episodes=0"], "iterate.final_check picks among the passes round control checked"),
+        (["evaluate.seed=5000050"], "iterate.check_seed 5000000…5000099 overlaps the evaluation seeds"),
+    ],
+)
+def test_pipeline_refuses_a_final_check_it_cannot_play(tmp_path, repo_root, sets, says):
+    run = tmp_path / "doom"
+    sets = ["iterate.rounds=2", "iterate.check_episodes=10", "iterate.final_check=100", *sets]
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--set", *sets]
+    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and says in done.stderr.strip().splitlines()[-1]
+    assert not run.exists()  # nothing written
+
+
 def _fake_base(path, cfg, done=("collect", "train-vae", "encode", "train-mdnrnn", "train-controller")) -> RunDir:
     run = RunDir(path)
     run.bind_config(cfg)

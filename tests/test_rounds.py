@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from wm import config as C
 from wm.errors import WMError
-from wm.iterate import PassCheck, best_pass, check_seeds, gate_verdict, next_explore, stop_reason
+from wm.iterate import (
+    PassCheck,
+    best_pass,
+    check_seeds,
+    final_candidates,
+    gate_verdict,
+    next_explore,
+    result_index,
+    stop_reason,
+)
 from wm.rundir import RunDir
 from wm.stages import pipeline
 
@@ -40,11 +50,14 @@ def _drive(
     round_minutes: float = 0,
     recorded: dict[str, float] | None = None,
     learned: list[bool] | None = None,
+    finals: dict[str, float] | None = None,
+    asked: list | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
     rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json); each
-    round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given."""
+    round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given; the final check's
+    scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended to `asked`."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -70,6 +83,13 @@ def _drive(
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
+
+    def fake_mean(where, cfg_, tag, extra, what, n=None):
+        name = "first pass" if where.path == run.path else where.path.name
+        (asked if asked is not None else []).append((name, tag, n))
+        return (finals or {})[name]
+
+    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
     t0 = __import__("time").time()
     if round_minutes:
 
@@ -177,6 +197,42 @@ def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
     assert doc["stopped"].endswith("would end at 56 min") and doc["minutes"] == 44.0
 
 
+# seed 14 of the small preset (README): random 206.4 on the check seeds, so 2 × random = 412.7; rounds 5-8 play
+SEED14 = [(180.5, 1500), (166.0, 900), (325.0, 400), (177.3, 300), (399.4, 450), (589.3, 700), (813.1, 830)]
+SEED14 += [(820.7, 840), (735.3, 760)]
+
+
+def test_the_final_check_replays_the_best_learned_passes_and_keeps_the_best(tmp_path, monkeypatch, capsys):
+    # the short check kept round 7 (820.7), which played 640.6 on the evaluation seeds; 100 check episodes each for
+    # the three best learned passes (rounds 7, 6, 8; round 5 at 589.3 is fourth) give round 8, which played 775.4
+    finals = {"round5": 451.0, "round6": 742.7, "round7": 737.6, "round8": 776.8}
+    sets = ("iterate.rounds=9", "iterate.final_check=100")
+    asked: list = []
+    rounds, _, doc = _drive(tmp_path, monkeypatch, SEED14, *sets, random=206.4, finals=finals, asked=asked)
+    assert rounds == [f"round{k}" for k in range(1, 9)] and doc["result"]["name"] == "round8"
+    assert asked == [("round6", "final-check", 100), ("round7", "final-check", 100), ("round8", "final-check", 100)]
+    assert [p["final"] for p in doc["passes"]] == [None] * 6 + [742.7, 737.6, 776.8] and doc["final_check"] == 100
+    assert "the run's result is round8's C (real check 735.3, final check 776.8)" in capsys.readouterr().out
+    # off (the default), the short check picks and nothing more is played
+    asked.clear()
+    _, _, doc = _drive(tmp_path / "off", monkeypatch, SEED14, "iterate.rounds=9", random=206.4, asked=asked)
+    assert doc["result"]["name"] == "round7" and asked == [] and doc["passes"][-1]["final"] is None
+
+
+def test_the_final_check_needs_two_learned_passes():
+    cfg = _cfg("iterate.final_check=100", "iterate.final_passes=3")
+    h = [PassCheck("first pass", "x", 170, 1500), PassCheck("round1", "y", 500, 520), PassCheck("round2", "z", 380, 400)]
+    assert final_candidates(h, cfg, 200.0) == []  # only round 1 reached 400: its short check stands
+    assert final_candidates(h, cfg, 150.0) == [1, 2]  # 2 × 150 = 300
+    assert final_candidates(h, _cfg("iterate.final_check=100", "iterate.target_ratio=0"), 200.0) == [0, 1, 2]
+    assert final_candidates(h, _cfg("iterate.final_check=100", "iterate.final_passes=1"), 150.0) == []
+    assert final_candidates(h, _cfg(), 150.0) == []  # final_check 0
+    assert result_index(h) == 1
+    h[2] = replace(h[2], final=600.0)
+    h[1] = replace(h[1], final=600.0)
+    assert result_index(h) == 1  # the earliest of equal final checks
+
+
 def test_control_helpers():
     h = [PassCheck("a", "x", 100, 500), PassCheck("b", "y", 300, 310), PassCheck("c", "z", 300, 900)]
     assert best_pass(h) == 1  # the earliest of equal real scores
@@ -276,6 +332,14 @@ def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
     assert "first pass   real    165.0  dream   1500.0  exploits the dream" in out
     assert "round1       real    740.0  dream    890.0  ← result" in out
     assert "stopped: no better real check score" in out
+    finals = {"round6": 742.7, "round7": 737.6, "round8": 776.8}
+    _drive(tmp_path / "f", monkeypatch, SEED14, "iterate.rounds=9", "iterate.final_check=100", random=206.4, finals=finals)
+    monkeypatch.undo()
+    status.main(argparse.Namespace(run=str(tmp_path / "f" / "r")))
+    out = capsys.readouterr().out
+    assert "real check / dream on the same seeds / final check (100 episodes)" in out
+    assert "round7       real    820.7  dream    840.0  final    737.6\n" in out
+    assert "round8       real    735.3  dream    760.0  final    776.8  ← result" in out
 
 
 def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):

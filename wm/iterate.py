@@ -132,6 +132,7 @@ class PassCheck:
     path: str
     real: float
     dream: float
+    final: float | None = None  # mean real score of the final check (`iterate.final_check`), when it played one
 
     def exploits(self, ratio: float) -> bool:
         """The dream rates C far above the game: C found a state M gets wrong (the wall, README)."""
@@ -157,6 +158,28 @@ def best_pass(history: list[PassCheck]) -> int:
     if not history:
         raise ValueError("no pass checked yet")
     return max(range(len(history)), key=lambda i: (history[i].real, -i))
+
+
+def final_candidates(history: list[PassCheck], cfg: Config, random: float) -> list[int]:
+    """Indices of the passes the final check plays (`iterate.final_check` > 0): the `iterate.final_passes` best real
+    checks among the passes whose check reached `target_ratio` × random (any pass when the target is off); none when
+    fewer than two qualify (the short check's pick stands)."""
+    it = cfg.iterate
+    if int(it.final_check) <= 0:
+        return []
+    target = float(it.target_ratio) * float(random)
+    ok = [i for i, h in enumerate(history) if target <= 0 or h.real >= target]
+    ok = sorted(ok, key=lambda i: (-history[i].real, i))[: max(int(it.final_passes), 0)]
+    return sorted(ok) if len(ok) >= 2 else []
+
+
+def result_index(history: list[PassCheck]) -> int:
+    """Index of the pass whose C is the run's result: the best final check (the earliest of equals) when some pass
+    played one, else the best short real check (`best_pass`)."""
+    finals = [i for i, h in enumerate(history) if h.final is not None]
+    if not finals:
+        return best_pass(history)
+    return max(finals, key=lambda i: (float(history[i].final or 0.0), -i))
 
 
 def stop_reason(

@@ -44,13 +44,17 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {child.name} (iterative training, {child})")
         _print_rows(RunDir(child), "    ")
     if checks:
-        print("  round control (iterate.check_episodes): real check / dream on the same seeds")
+        print(
+            "  round control (iterate.check_episodes): real check / dream on the same seeds"
+            + (f" / final check ({checks['final_check']} episodes)" if checks.get("final_check") else "")
+        )
         if checks.get("random_check"):
             print(f"    {'random':<12} real {checks['random_check']:8.1f}")
         for p in checks["passes"]:
             mark = "  ← result" if p["name"] == checks["result"]["name"] else ""
             flag = "  exploits the dream" if p.get("exploits") else ""
-            print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{flag}{mark}")
+            final = "" if p.get("final") is None else f"  final {p['final']:8.1f}"
+            print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{final}{flag}{mark}")
         if checks.get("stopped"):
             print(f"    stopped: {checks['stopped']}")
     return 0

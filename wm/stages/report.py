@@ -121,8 +121,8 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
         "",
         "## Iterative training",
         "",
-        "| pass | real (eval) | dream (eval) | real check | dream check | time | |",
-        "|---|---|---|---|---|---|---|",
+        "| pass | real (eval) | dream (eval) | real check | dream check | final check | time | |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for k, where in enumerate([run, *rounds]):
         evals = {e["tag"]: e for e in evaluations(where)}
@@ -136,6 +136,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             pm(evals.get("dream")),
             "—" if c is None else f"{c['real']:.0f}",
             "—" if c is None else f"{c['dream']:.0f}",
+            "—" if c is None or c.get("final") is None else f"{c['final']:.0f}",
             duration(sum(secs)) if secs else "—",
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
@@ -143,6 +144,11 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
+    if checks and any(p.get("final") is not None for p in checks["passes"]):
+        lines[-1] += (
+            f" The best learned passes then played {checks['final_check']} real check episodes each (final check); "
+            "the best of them is the run's result."
+        )
     return lines
 
 
