@@ -416,3 +416,19 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert len(rows) == 1 and "| 1m15s |" in rows[0], rows
     # the run's report comes after every round's dream evaluation (its "dream (eval)" column reads them)
     assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls
+
+
+def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeypatch):
+    from wm.stages.report import rounds_section
+
+    finals = {"round6": 742.7, "round7": 737.6, "round8": 776.8}
+    _drive(tmp_path, monkeypatch, SEED14, "iterate.rounds=9", "iterate.final_check=100", random=206.4, finals=finals)
+    monkeypatch.undo()
+    rows = {line.split(" |")[0]: line for line in rounds_section(RunDir(tmp_path / "r"), {}) if line.startswith("| ")}
+    assert "| final check |" in rows["| pass"]
+    assert rows["| [round7](round7/report.md)"].startswith("| [round7](round7/report.md) | — | — | 821 | 840 | 738 |")
+    assert rows["| [round8](round8/report.md)"].endswith("| 735 | 760 | 777 | — | **the run's result** |")
+    assert rows["| [round5](round5/report.md)"].endswith("| 589 | 700 | — | — |  |")
+    assert any(
+        "played 100 real check episodes each (final check)" in line for line in rounds_section(RunDir(tmp_path / "r"), {})
+    )
