@@ -167,7 +167,7 @@ def final_candidates(history: list[PassCheck], cfg: Config, random: float) -> li
     it = cfg.iterate
     if int(it.final_check) <= 0:
         return []
-    target = float(it.target_ratio) * float(random)
+    target = target_score(cfg, random)
     ok = [i for i, h in enumerate(history) if target <= 0 or h.real >= target]
     ok = sorted(ok, key=lambda i: (-history[i].real, i))[: max(int(it.final_passes), 0)]
     return sorted(ok) if len(ok) >= 2 else []
@@ -176,10 +176,10 @@ def final_candidates(history: list[PassCheck], cfg: Config, random: float) -> li
 def result_index(history: list[PassCheck]) -> int:
     """Index of the pass whose C is the run's result: the best final check (the earliest of equals) when some pass
     played one, else the best short real check (`best_pass`)."""
-    finals = [i for i, h in enumerate(history) if h.final is not None]
+    finals = {i: h.final for i, h in enumerate(history) if h.final is not None}
     if not finals:
         return best_pass(history)
-    return max(finals, key=lambda i: (float(history[i].final or 0.0), -i))
+    return max(finals, key=lambda i: (finals[i], -i))
 
 
 def stop_reason(
@@ -212,16 +212,22 @@ def stop_reason(
     return None
 
 
+def target_score(cfg: Config, random: float) -> float:
+    """The real check score of a C that plays the game: `iterate.target_ratio` × the random policy's on the check
+    seeds (0: no target)."""
+    return float(cfg.iterate.target_ratio) * float(random)
+
+
 def below_target(history: list[PassCheck], cfg: Config, random: float) -> bool:
     """The best C so far scores below `iterate.target_ratio` × the random policy on the check seeds."""
-    target = float(cfg.iterate.target_ratio) * float(random)
+    target = target_score(cfg, random)
     return target > 0 and history[best_pass(history)].real < target
 
 
 def learned_round(history: list[PassCheck], cfg: Config, random: float) -> bool:
     """Some pass's C has reached `iterate.target_ratio` × the random policy on the check seeds: the run has a C that
     plays the game, and the rounds after it take `iterate.learned_set` (e.g. a finer dream once C dodges)."""
-    return float(cfg.iterate.target_ratio) * float(random) > 0 and not below_target(history, cfg, random)
+    return target_score(cfg, random) > 0 and not below_target(history, cfg, random)
 
 
 def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:
