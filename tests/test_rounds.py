@@ -219,6 +219,28 @@ def test_the_final_check_replays_the_best_learned_passes_and_keeps_the_best(tmp_
     assert doc["result"]["name"] == "round7" and asked == [] and doc["passes"][-1]["final"] is None
 
 
+# seed 16 of the small preset (README): random 206.4 on the check seeds; round 5 learns (the paper's dream), round 6,
+# the first horizon round, is worse, round 7 walks to the wall (an exploit), rounds 8 and 9 play best
+SEED16 = [(184.0, 222.3), (177.4, 709.5), (177.6, 1317.1), (176.0, 2019.9), (165.3, 997.9), (713.2, 333.8)]
+SEED16 += [(447.1, 626.3), (165.2, 1516.9), (969.6, 735.3), (907.2, 730.9)]
+
+
+def test_patience_two_carries_seed_16_past_its_worse_first_horizon_round(tmp_path, monkeypatch):
+    finals = {"round5": 717.0, "round6": 472.3, "round8": 881.9, "round9": 886.5}
+    sets = ("iterate.rounds=9", "iterate.final_check=100")
+    # patience 1 (the preset before): stop after round 6 and keep round 5, which played 852.1
+    rounds, _, doc = _drive(tmp_path, monkeypatch, SEED16, *sets, random=206.4, finals=finals)
+    assert rounds == [f"round{k}" for k in range(1, 7)] and doc["result"]["name"] == "round5"
+    # patience 2 (the preset now): round 7 runs, its exploit earns round 8, which checks best; round 9 is kept by the
+    # final check among rounds 5, 8 and 9 (it played 974.6)
+    asked: list = []
+    rounds, _, doc = _drive(
+        tmp_path / "p2", monkeypatch, SEED16, *sets, "iterate.patience=2", random=206.4, finals=finals, asked=asked
+    )
+    assert rounds == [f"round{k}" for k in range(1, 10)] and doc["stopped"] == "iterate.rounds = 9 reached"
+    assert [a[0] for a in asked] == ["round5", "round8", "round9"] and doc["result"]["name"] == "round9"
+
+
 def test_the_final_check_needs_two_learned_passes():
     cfg = _cfg("iterate.final_check=100", "iterate.final_passes=3")
     h = [PassCheck("first pass", "x", 170, 1500), PassCheck("round1", "y", 500, 520), PassCheck("round2", "z", 380, 400)]
