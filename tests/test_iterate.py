@@ -30,6 +30,9 @@ def test_round_config_chains_rounds():
     assert r1.mdnrnn.init_from == "../mdnrnn/mdnrnn.weights.h5" and r3.mdnrnn.init_from == "../round2/mdnrnn/mdnrnn.weights.h5"
     assert r1.es.init_from == ""  # C afresh by default; from the previous round's with warm_start_c
     assert round_config(_cfg("iterate.warm_start_c=true"), 3).es.init_from == "../round2/controller/best.npz"
+    # round control's pick (`warm_start_pass`) overrides the previous pass's
+    assert round_config(_cfg("iterate.warm_start_c=true"), 3, start_from="..").es.init_from == "../controller/best.npz"
+    assert round_config(_cfg(), 4, start_from="../round2").es.init_from == "../round2/controller/best.npz"
     assert (r1.mdnrnn.epochs, r1.es.generations, r1.collect.min_length, r1.iterate.rounds) == (2, 3, 0, 0)
     assert r1.vae.to_dict() == cfg.vae.to_dict() and r1.env.to_dict() == cfg.env.to_dict()
 
@@ -77,13 +80,20 @@ def test_pipeline_refuses_a_round_config_before_the_first_pass(tmp_path, repo_ro
     assert not run.exists()  # nothing written
 
 
-def test_pipeline_refuses_learned_set_without_round_control(tmp_path, repo_root):
+@pytest.mark.parametrize(
+    ("option", "off"),
+    [
+        ('iterate.learned_set=["mdnrnn.done_horizon=16"]', "iterate.learned_set=[]"),
+        ("iterate.warm_start_learned=true", "iterate.warm_start_learned=false"),
+    ],
+)
+def test_pipeline_refuses_learned_options_without_round_control(tmp_path, repo_root, option, off):
     run = tmp_path / "doom"
-    sets = ["iterate.rounds=2", "iterate.check_episodes=0", 'iterate.learned_set=["mdnrnn.done_horizon=16"]']
+    sets = ["iterate.rounds=2", "iterate.check_episodes=0", option]
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--set", *sets]
     done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "learned_set" in done.stderr.strip().splitlines()[-1]
-    assert "needs round control" in done.stderr.strip().splitlines()[-1]
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode != 0 and "needs round control" in last and f"or set '{off}'" in last
     assert not run.exists()  # nothing written
 
 

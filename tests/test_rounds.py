@@ -52,12 +52,14 @@ def _drive(
     learned: list[bool] | None = None,
     finals: dict[str, float] | None = None,
     asked: list | None = None,
+    starts: list | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
     rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json); each
     round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given; the final check's
-    scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended to `asked`."""
+    scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended to `asked`; the pass
+    each round's C starts at (`start_from`, None: afresh) is appended to `starts`."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -68,9 +70,10 @@ def _drive(
     flags = [] if learned is None else learned
     calls = iter(scores)
 
-    def fake_prepare(base, cfg_, k, explore=None, learned=False):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False, start_from=None):
         explores.append(explore)
         flags.append(learned)
+        (starts if starts is not None else []).append(start_from)
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child
@@ -159,6 +162,33 @@ def test_learned_set_reaches_only_the_rounds_after_a_c_that_plays(tmp_path, monk
     flags2: list[bool] = []
     _drive(tmp_path / "off", monkeypatch, scores, "iterate.patience=2", random=200.0, learned=flags2)
     assert flags2 == [False] * 5
+
+
+def test_warm_start_learned_starts_each_learned_round_at_the_best_checked_c(tmp_path, monkeypatch):
+    # seed 17's round 4: C trained afresh in a world where round 3's C had learned fell back to a wall (352.7 on the
+    # evaluation seeds); started at round 3's C it played 799.2 (README). Same scores as above: round 2 learns (450
+    # ≥ 2 × 200), so rounds 3 and 4 start at round 2's C, round 5 at round 4's (520, the best check by then)
+    scores = [(170, 1500), (180, 900), (450, 500), (390, 420), (520, 560), (500, 510)]
+    starts: list = []
+    rounds, _, _ = _drive(
+        tmp_path, monkeypatch, scores, "iterate.patience=2", "iterate.warm_start_learned=true", random=200.0, starts=starts
+    )
+    assert rounds == [f"round{k}" for k in range(1, 6)]
+    assert starts == [None, None, "../round2", "../round2", "../round4"]
+    off: list = []
+    _drive(tmp_path / "off", monkeypatch, scores, "iterate.patience=2", random=200.0, starts=off)
+    assert off == [None] * 5
+    # a first pass that already plays is the start: `..`
+    first: list = []
+    _drive(
+        tmp_path / "first",
+        monkeypatch,
+        [(450, 500), (300, 320)],
+        "iterate.warm_start_learned=true",
+        random=200.0,
+        starts=first,
+    )
+    assert first == [".."]
 
 
 def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):
@@ -292,7 +322,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     ran: list[str] = []
     asked: list[tuple[str, str, tuple[str, ...]]] = []
 
-    def fake_prepare(base, cfg_, k, explore=None, learned=False):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False, start_from=None):
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child

@@ -13,8 +13,9 @@ unchanged). `prepare_round` sets it up from the previous round (R itself for k =
   `series/`: every episode is re-encoded with the new V, so M's inputs all come from one V. Earlier rounds keep
   their own V and series (new files replace links by rename, never write through them);
 - M warm-starts from the previous M (`mdnrnn.init_from`) for `iterate.mdnrnn_epochs` epochs on all the data,
-  and CMA-ES runs `iterate.generations` generations, afresh by default or from the previous C
-  (`iterate.warm_start_c`, through `es.init_from`).
+  and CMA-ES runs `iterate.generations` generations, afresh by default, from the previous C
+  (`iterate.warm_start_c`) or, once a C has learned, from the best-checked C so far (`iterate.warm_start_learned`),
+  through `es.init_from`.
 
 Paths in the round's config are relative (`..`, `../round1`), so the run directory can be moved. Preparing
 is idempotent (only missing links are made) and a round whose stored config differs is refused by
@@ -46,12 +47,18 @@ def previous_pass(base: RunDir, k: int) -> RunDir:
     return base if k == 1 else round_dir(base, k - 1)
 
 
-def round_config(cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> Config:
+def round_config(
+    cfg: Config, k: int, explore: float | None = None, learned: bool = False, start_from: str | None = None
+) -> Config:
     """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
     `iterate.explore`; round control raises it after an exploiting C). `learned`: an earlier pass's C reached round
-    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`."""
+    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`. `start_from`: the pass
+    (relative to the round: `..`, `../round<j>`) whose C CMA-ES starts at (`warm_start_pass`); by default the previous
+    pass's with `iterate.warm_start_c`, else afresh."""
     it = cfg.iterate
     prev = ".." if k == 1 else f"../round{k - 1}"
+    if start_from is None and it.warm_start_c:
+        start_from = prev
     over = {
         "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
         "collect.policy": "agent",
@@ -59,7 +66,7 @@ def round_config(cfg: Config, k: int, explore: float | None = None, learned: boo
         "collect.explore": float(it.explore if explore is None else explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
-        "es.init_from": RunDir(prev).params("best").as_posix() if it.warm_start_c else "",
+        "es.init_from": RunDir(start_from).params("best").as_posix() if start_from else "",
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
@@ -103,14 +110,21 @@ def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
     return n
 
 
-def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> RunDir:
-    """Create or check round k of `base` (see the module docstring); returns its RunDir."""
+def prepare_round(
+    base: RunDir,
+    cfg: Config,
+    k: int,
+    explore: float | None = None,
+    learned: bool = False,
+    start_from: str | None = None,
+) -> RunDir:
+    """Create or check round k of `base` (see the module docstring and `round_config`); returns its RunDir."""
     prev = previous_pass(base, k)
     for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
-    child.bind_config(round_config(cfg, k, explore, learned))
+    child.bind_config(round_config(cfg, k, explore, learned, start_from))
     _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
     if int(cfg.iterate.vae_epochs) > 0:  # the round trains its own V and encodes everything with it
         return child
@@ -228,6 +242,17 @@ def learned_round(history: list[PassCheck], cfg: Config, random: float) -> bool:
     """Some pass's C has reached `iterate.target_ratio` × the random policy on the check seeds: the run has a C that
     plays the game, and the rounds after it take `iterate.learned_set` (e.g. a finer dream once C dodges)."""
     return target_score(cfg, random) > 0 and not below_target(history, cfg, random)
+
+
+def warm_start_pass(history: list[PassCheck], cfg: Config, random: float) -> str | None:
+    """`iterate.warm_start_learned`: once some pass's C has learned (`learned_round`), the next round's CMA-ES starts
+    at the best-checked C so far (`best_pass`), given as its pass directory relative to the round (`..` for the first
+    pass, `../round<j>`); None (afresh, or `iterate.warm_start_c`) before that or with the option off. A C trained
+    afresh in a learned world can fall back to the wall where a twin drawn with another seed learns (README)."""
+    if not cfg.iterate.warm_start_learned or not learned_round(history, cfg, random):
+        return None
+    i = best_pass(history)
+    return ".." if i == 0 else f"../round{i}"
 
 
 def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:

@@ -27,6 +27,7 @@ from wm.format import duration
 from wm.iterate import (
     PassCheck,
     below_target,
+    best_pass,
     check_seeds,
     final_candidates,
     gate_verdict,
@@ -38,6 +39,7 @@ from wm.iterate import (
     round_config,
     round_dir,
     stop_reason,
+    warm_start_pass,
 )
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
@@ -241,10 +243,11 @@ def _run_round(
     args: argparse.Namespace,
     timings: dict[str, float],
     learned: bool = False,
+    start_from: str | None = None,
 ) -> RunDir:
-    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies) and run its stages, the
-    dream gate just before its C's training."""
-    child = prepare_round(run, cfg, k, explore, learned=learned)
+    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies; `start_from`: the pass whose C
+    CMA-ES starts at) and run its stages, the dream gate just before its C's training."""
+    child = prepare_round(run, cfg, k, explore, learned=learned, start_from=start_from)
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
@@ -328,13 +331,15 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
+        start = warm_start_pass(history, cfg, random)
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; "
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
+            + ("" if start is None else f" from {history[best_pass(history)].name}'s C")
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
-        child = _run_round(run, cfg, k, explore, args, timings, learned)
+        child = _run_round(run, cfg, k, explore, args, timings, learned, start)
         rounds.append(child)
         history.append(checked(check_pass(child, child.load_config(), child.path.name)))
         last_round = minutes() - started
@@ -368,11 +373,13 @@ def main(args: argparse.Namespace) -> int:
     if int(cfg.iterate.rounds) > 0 and not args.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
         check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
-    if cfg.iterate.learned_set and (int(cfg.iterate.check_episodes) <= 0 or float(cfg.iterate.target_ratio) <= 0):
+    after_learning = {"learned_set": "[]", "warm_start_learned": "false"}  # round control's options once C plays
+    on = [k for k in after_learning if cfg.iterate[k]]
+    if on and (int(cfg.iterate.check_episodes) <= 0 or float(cfg.iterate.target_ratio) <= 0):
         raise WMError(
-            "iterate.learned_set applies after a pass whose real check reaches iterate.target_ratio × random: "
+            f"iterate.{on[0]} applies after a pass whose real check reaches iterate.target_ratio × random: "
             "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
-            "or set 'iterate.learned_set=[]'"
+            f"or set 'iterate.{on[0]}={after_learning[on[0]]}'"
         )
     if int(cfg.iterate.final_check) > 0:
         if int(cfg.iterate.check_episodes) <= 0:
