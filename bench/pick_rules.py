@@ -20,13 +20,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wm import config as C  # noqa: E402
+from wm.export import score  # noqa: E402
 from wm.iterate import PassCheck, best_pass, final_candidates, result_index  # noqa: E402
 from wm.rundir import RunDir  # noqa: E402
 
 
-def _mean(where: RunDir, tag: str) -> float | None:
-    path = where.eval_summary(tag)
-    return float(json.loads(path.read_text())["mean"]) if path.exists() else None
+def _mean(where: RunDir, tag: str | None) -> float | None:
+    s = score(where, tag)
+    return None if s is None else float(s["mean"])
 
 
 def picks(run: RunDir) -> dict[str, tuple[str, float | None]]:

@@ -31,8 +31,8 @@ def test_round_config_chains_rounds():
     assert r1.es.init_from == ""  # C afresh by default; from the previous round's with warm_start_c
     assert round_config(_cfg("iterate.warm_start_c=true"), 3).es.init_from == "../round2/controller/best.npz"
     # round control's pick (`warm_start_pass`) overrides the previous pass's
-    assert round_config(_cfg("iterate.warm_start_c=true"), 3, start_from="..").es.init_from == "../controller/best.npz"
-    assert round_config(_cfg(), 4, start_from="../round2").es.init_from == "../round2/controller/best.npz"
+    assert round_config(_cfg("iterate.warm_start_c=true"), 3, start_from=0).es.init_from == "../controller/best.npz"
+    assert round_config(_cfg(), 4, start_from=2).es.init_from == "../round2/controller/best.npz"
     assert (r1.mdnrnn.epochs, r1.es.generations, r1.collect.min_length, r1.iterate.rounds) == (2, 3, 0, 0)
     assert r1.vae.to_dict() == cfg.vae.to_dict() and r1.env.to_dict() == cfg.env.to_dict()
 

@@ -59,7 +59,7 @@ def _drive(
     rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json); each
     round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given; the final check's
     scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended to `asked`; the pass
-    each round's C starts at (`start_from`, None: afresh) is appended to `starts`."""
+    each round's C starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -174,11 +174,11 @@ def test_warm_start_learned_starts_each_learned_round_at_the_best_checked_c(tmp_
         tmp_path, monkeypatch, scores, "iterate.patience=2", "iterate.warm_start_learned=true", random=200.0, starts=starts
     )
     assert rounds == [f"round{k}" for k in range(1, 6)]
-    assert starts == [None, None, "../round2", "../round2", "../round4"]
+    assert starts == [None, None, 2, 2, 4]
     off: list = []
     _drive(tmp_path / "off", monkeypatch, scores, "iterate.patience=2", random=200.0, starts=off)
     assert off == [None] * 5
-    # a first pass that already plays is the start: `..`
+    # a first pass that already plays is the start (pass 0)
     first: list = []
     _drive(
         tmp_path / "first",
@@ -188,7 +188,7 @@ def test_warm_start_learned_starts_each_learned_round_at_the_best_checked_c(tmp_
         random=200.0,
         starts=first,
     )
-    assert first == [".."]
+    assert first == [0]
 
 
 def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):

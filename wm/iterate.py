@@ -47,18 +47,24 @@ def previous_pass(base: RunDir, k: int) -> RunDir:
     return base if k == 1 else round_dir(base, k - 1)
 
 
+def pass_from_round(j: int) -> str:
+    """Pass j's directory as a round's config names it (relative to the round): `..` for the first pass (j = 0),
+    `../round<j>` for round j."""
+    return ".." if j == 0 else f"../round{j}"
+
+
 def round_config(
-    cfg: Config, k: int, explore: float | None = None, learned: bool = False, start_from: str | None = None
+    cfg: Config, k: int, explore: float | None = None, learned: bool = False, start_from: int | None = None
 ) -> Config:
     """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
     `iterate.explore`; round control raises it after an exploiting C). `learned`: an earlier pass's C reached round
-    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`. `start_from`: the pass
-    (relative to the round: `..`, `../round<j>`) whose C CMA-ES starts at (`warm_start_pass`); by default the previous
-    pass's with `iterate.warm_start_c`, else afresh."""
+    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`. `start_from`: the index
+    of the pass (0 = the first pass, j = round j) whose C CMA-ES starts at (`warm_start_pass`); by default the
+    previous pass's with `iterate.warm_start_c`, else afresh."""
     it = cfg.iterate
-    prev = ".." if k == 1 else f"../round{k - 1}"
+    prev = pass_from_round(k - 1)
     if start_from is None and it.warm_start_c:
-        start_from = prev
+        start_from = k - 1
     over = {
         "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
         "collect.policy": "agent",
@@ -66,7 +72,7 @@ def round_config(
         "collect.explore": float(it.explore if explore is None else explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
-        "es.init_from": RunDir(start_from).params("best").as_posix() if start_from else "",
+        "es.init_from": "" if start_from is None else RunDir(pass_from_round(start_from)).params("best").as_posix(),
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
@@ -116,7 +122,7 @@ def prepare_round(
     k: int,
     explore: float | None = None,
     learned: bool = False,
-    start_from: str | None = None,
+    start_from: int | None = None,
 ) -> RunDir:
     """Create or check round k of `base` (see the module docstring and `round_config`); returns its RunDir."""
     prev = previous_pass(base, k)
@@ -244,15 +250,14 @@ def learned_round(history: list[PassCheck], cfg: Config, random: float) -> bool:
     return target_score(cfg, random) > 0 and not below_target(history, cfg, random)
 
 
-def warm_start_pass(history: list[PassCheck], cfg: Config, random: float) -> str | None:
+def warm_start_pass(history: list[PassCheck], cfg: Config, random: float) -> int | None:
     """`iterate.warm_start_learned`: once some pass's C has learned (`learned_round`), the next round's CMA-ES starts
-    at the best-checked C so far (`best_pass`), given as its pass directory relative to the round (`..` for the first
-    pass, `../round<j>`); None (afresh, or `iterate.warm_start_c`) before that or with the option off. A C trained
-    afresh in a learned world can fall back to the wall where a twin drawn with another seed learns (README)."""
+    at the best-checked C so far: that pass's index (`best_pass`); None (afresh, or `iterate.warm_start_c`) before
+    that or with the option off. A C trained afresh in a learned world can fall back to the wall where a twin drawn
+    with another seed learns (README)."""
     if not cfg.iterate.warm_start_learned or not learned_round(history, cfg, random):
         return None
-    i = best_pass(history)
-    return ".." if i == 0 else f"../round{i}"
+    return best_pass(history)
 
 
 def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:

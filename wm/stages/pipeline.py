@@ -27,7 +27,6 @@ from wm.format import duration
 from wm.iterate import (
     PassCheck,
     below_target,
-    best_pass,
     check_seeds,
     final_candidates,
     gate_verdict,
@@ -243,7 +242,7 @@ def _run_round(
     args: argparse.Namespace,
     timings: dict[str, float],
     learned: bool = False,
-    start_from: str | None = None,
+    start_from: int | None = None,
 ) -> RunDir:
     """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies; `start_from`: the pass whose C
     CMA-ES starts at) and run its stages, the dream gate just before its C's training."""
@@ -335,7 +334,7 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; "
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
-            + ("" if start is None else f" from {history[best_pass(history)].name}'s C")
+            + ("" if start is None else f" from {history[start].name}'s C")
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
