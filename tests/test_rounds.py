@@ -362,7 +362,7 @@ def test_the_dream_gate_stops_a_round_whose_dream_does_not_rank_the_real_c(tmp_p
     )
     best = str(RunDir(tmp_path / "a" / "r").params("best"))
     assert asked == [
-        ("r", "gate-real", ("--params", best)),
+        ("round1", "gate-real", ("--params", best)),  # with the round's M, as in its dream
         ("r", "gate-random", ("--random",)),
         ("round1", "gate-dream-c", ("--dream", "--params", best)),
         ("round1", "gate-dream-random", ("--dream", "--random")),
@@ -410,15 +410,16 @@ def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     assert len(lines) == 1 and lines[0].lstrip().startswith("C, first pass") and " real " in lines[0]
 
 
-def test_the_dream_gate_reads_round_controls_checks_on_the_same_seeds(tmp_path, monkeypatch):
-    """With `iterate.check_episodes` equal to the gate's count, the real episodes are round control's own checks
-    (eval/check, eval/check-random): read back, not played again; only the two dreams are the gate's."""
+def test_the_dream_gate_reads_round_controls_random_check_on_the_same_seeds(tmp_path, monkeypatch):
+    """With `iterate.check_episodes` equal to the gate's count, the random policy's real episodes are round control's
+    own check (eval/check-random): read back, not played again. The previous C's check is not: it played with its
+    own M, and the gate plays it with the round's."""
     cfg = C.load(
         ["carracing", "tiny"],
         ["iterate.check_episodes=4", "iterate.dream_gate=4", "es.fitness=dream", "mdnrnn.predict_reward=true"],
     )
     asked: list[tuple[str, str]] = []
-    means = {"check": 669.2, "check-random": -27.3, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
+    means = {"gate-real": 350.5, "check-random": -27.3, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
 
     def fake_mean(where, cfg_, tag, extra, what, n=None):
         asked.append((where.path.name, tag))
@@ -427,7 +428,8 @@ def test_the_dream_gate_reads_round_controls_checks_on_the_same_seeds(tmp_path, 
     monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
     run = RunDir(tmp_path / "r")
     pipeline.dream_gate(run, run, RunDir(tmp_path / "r" / "round1"), cfg)
-    assert asked == [("r", "check"), ("r", "check-random"), ("round1", "gate-dream-c"), ("round1", "gate-dream-random")]
+    r1 = "round1"
+    assert asked == [(r1, "gate-real"), ("r", "check-random"), (r1, "gate-dream-c"), (r1, "gate-dream-random")]
 
 
 def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, monkeypatch):

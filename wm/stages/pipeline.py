@@ -213,14 +213,17 @@ def random_check(run: RunDir, cfg: Config) -> float:
 def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
     """`iterate.dream_gate`: before `child` (a round) trains C in its dream, the previous pass's C and the random policy
     play the gate's episodes in the real game and in `child`'s new dream (eval/gate-*); stops the pipeline with one
-    line when the dream does not show the real game's difference between them (`gate_verdict`)."""
+    line when the dream does not show the real game's difference between them (`gate_verdict`).
+
+    The previous C plays the real game with `child`'s V and M, as it does in the dream: C reads M's h, and a new M's h
+    is not the one it was trained on (issue 17: car0d's C scored 669.0 with its own M, 350.5 with the round's)."""
     n = int(cfg.iterate.dream_gate)
     if n <= 0 or str(cfg.es.fitness) != "dream":
         return
     params = ["--params", str(prev.params("best"))]
-    # with round control on the same number of check seeds, its real checks are these episodes: read, not replayed
+    c_real = _check_mean(child, cfg, "gate-real", params, "dream gate: previous C with the new M, real", n)
+    # with round control on the same number of check seeds, its random check is these episodes: read, not replayed
     same = n == int(cfg.iterate.check_episodes)
-    c_real = _check_mean(prev, cfg, "check" if same else "gate-real", params, "dream gate: previous C, real", n)
     r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", ["--random"], "dream gate: random, real", n)
     c_dream = _check_mean(child, cfg, "gate-dream-c", ["--dream", *params], "dream gate: previous C, new dream", n)
     r_dream = _check_mean(child, cfg, "gate-dream-random", ["--dream", "--random"], "dream gate: random, new dream", n)
