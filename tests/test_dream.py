@@ -132,6 +132,61 @@ def test_dream_pays_the_reward_head(world):
         assert abs(total - n) > 1e-3  # not +1 per step
 
 
+def _reward_m(m, bias, kernel_seed=None):
+    """The fixture's M with a reward head after the done column: bias `bias`, a random kernel when `kernel_seed`."""
+    r = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True, predict_reward=True)
+    ws = m.get_weights()
+    col = np.zeros(12) if kernel_seed is None else np.random.default_rng(kernel_seed).normal(0, 1.0, 12)
+    r.set_weights([*ws[:3], np.insert(ws[3], 1, col, axis=1), np.insert(ws[4], 1, bias, axis=0)])
+    return r
+
+
+def test_critics_pay_mean_minus_k_std_of_the_heads(world):
+    """`dream.critics` (issue 17): a critic M steps on the dreamed (z, a) and a step pays mean − k·std over M's reward
+    head and the critics'; the dream itself (lengths) does not change; a critic equal to M changes nothing; DreamEnv
+    pays what the evaluator pays; a critic that cannot judge (no reward head) or a branched start is refused."""
+    m, c, mu0, lv0 = world
+    params, seeds = _params(c, 3), np.arange(12, dtype=np.int64).reshape(3, 4) * 31 + 5
+    r, low, high = _reward_m(m, 0.25), _reward_m(m, -0.25), _reward_m(m, 0.75)
+    plain, lengths = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
+    np.testing.assert_allclose(plain, 0.25 * lengths, rtol=1e-6)
+    two, n2 = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[high]).evaluate(params, seeds)
+    np.testing.assert_array_equal(n2, lengths)
+    np.testing.assert_allclose(two, 0.25 * lengths, rtol=1e-5)  # heads 0.25 and 0.75, k = 1: their min
+    np.testing.assert_allclose(
+        DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[high], pessimism=0.0).evaluate(params, seeds)[0],
+        0.5 * lengths,
+        rtol=1e-5,
+    )
+    # three heads 0.25, −0.25, 0.75: mean 0.25, population std sqrt(1/6), k = 2
+    three = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[low, high], pessimism=2.0, compact_every=2)
+    np.testing.assert_allclose(three.evaluate(params, seeds)[0], (0.25 - 2 * np.sqrt(1 / 6)) * lengths, rtol=1e-5)
+
+    # heads that read h: the same M as a critic agrees step by step, so nothing is taken off
+    rk, other = _reward_m(m, 0.1, kernel_seed=4), _reward_m(m, 0.1, kernel_seed=5)
+    own, n_own = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
+    same, _ = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[_reward_m(m, 0.1, kernel_seed=4)]).evaluate(params, seeds)
+    np.testing.assert_allclose(same, own, rtol=1e-4, atol=1e-4)
+    judged, n_j = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[other], compact_every=2).evaluate(params, seeds)
+    np.testing.assert_array_equal(n_j, n_own)
+    assert (judged < own - 1e-3).all()  # two heads that differ: every episode paid less than M alone pays it
+    env = DreamEnv(rk, c, mu0, lv0, 1.25, CAP, critics=[other])
+    for p, k in [(0, 1), (2, 3)]:
+        env.reset(seed=int(seeds[p, k]), params=params[p])
+        total, done = 0.0, False
+        while not done:
+            _, rew, term, trunc, _ = env.step()
+            total, done = total + rew, term or trunc
+        assert total == pytest.approx(judged[p, k], rel=1e-4, abs=1e-4)
+
+    with pytest.raises(WMError, match="critic M"):
+        DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[m])
+    with pytest.raises(WMError, match="need M's reward head"):
+        DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, critics=[rk])
+    with pytest.raises(WMError, match="pessimism"):
+        DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[other], pessimism=-1.0)
+
+
 def test_deterministic_and_independent_of_the_batch(world):
     m, c, mu0, lv0 = world
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, compact_every=1)
@@ -381,6 +436,8 @@ def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
     step = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht, off=tf.constant(off[:3]))
     fresh = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht)
     assert np.abs(step[2].numpy() - fresh[2].numpy()).max() > 1e-3
+    with pytest.raises(WMError, match="critics cannot follow branched starts"):
+        DreamEvaluator(_reward_m(m, 0.1), c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, critics=[_reward_m(m, 0)])
     half = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5, compact_every=3)
     many = np.arange(400, dtype=np.int64)
     share = float((half.core.reset(tf.constant(many))[3].numpy() > 0).mean())

@@ -251,7 +251,7 @@ def test_separable_cma_learns_the_toy_quadratic(diagonal):
 def test_dream_worlds_share_each_members_episodes(tmp_path):
     """`dream.worlds` (issue 22): a member's episode k runs in world k mod W, each exactly as that world alone runs it
     for the same seed; a world with another V, or no run dir, is refused in one line."""
-    from wm.dream import DreamEnsemble, load_dream
+    from wm.dream import DreamEnsemble, dream_env, load_dream
     from wm.errors import WMError
 
     cfg, run = tiny_world(tmp_path / "a")
@@ -268,6 +268,11 @@ def test_dream_worlds_share_each_members_episodes(tmp_path):
     np.testing.assert_array_equal(lengths[:, 1::2], own_b[1][:, 1::2])
     assert (own_a[1][:, 1::2] != own_b[1][:, 1::2]).any()  # the two Ms differ, so the split is seen
     np.testing.assert_array_equal(returns, lengths)
+    # `dream.critics` reach the batched evaluator and DreamEnv alike (here refused: these Ms have no reward head)
+    judged = C.update(cfg, {"dream": {"critics": ["../b"]}})
+    for load in (load_dream, dream_env):
+        with pytest.raises(WMError, match="need M's reward head"):
+            load(judged, run)
     for name, data in (("a", b"one V"), ("b", b"another V")):
         path = RunDir(tmp_path / name).vae_weights
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -276,6 +281,8 @@ def test_dream_worlds_share_each_members_episodes(tmp_path):
         load_dream(both, run)
     with pytest.raises(WMError, match="not a run directory"):
         load_dream(C.update(cfg, {"dream": {"worlds": ["../nowhere"]}}), run)
+    with pytest.raises(WMError, match="dream.critics: .*V differs"):
+        load_dream(C.update(cfg, {"dream": {"critics": ["../b"]}}), run)
 
 
 def test_the_configs_death_settings_reach_every_dream(tmp_path):

@@ -21,6 +21,7 @@ and plays the rest of the game, max_steps − t0 steps at most, without the rest
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -187,6 +188,8 @@ class _Core:
         start: str = "recorded",
         branches: Branches | None = None,
         branch_share: float = 0.0,
+        critics: Sequence[MDNRNN] = (),
+        pessimism: float = 1.0,
     ):
         if done_sampling not in ("threshold", "bernoulli"):
             raise WMError(f"dream.done_sampling must be threshold or bernoulli, got {done_sampling!r}")
@@ -229,6 +232,24 @@ class _Core:
             if branches.c.shape[1] != mdnrnn.hidden or branches.mu.shape[1] != mdnrnn.z_dim:
                 raise WMError(f"branch states of shape {branches.c.shape} do not fit M (hidden {mdnrnn.hidden})")
             self.branches = {k: tf.constant(getattr(branches, k)) for k in ("mu", "sigma", "c", "h", "t0")}
+        self.critics, self.pessimism = list(critics), float(pessimism)
+        if self.critics:
+            if not mdnrnn.predict_reward:
+                raise WMError("dream.critics need M's reward head (mdnrnn.predict_reward): they judge its rewards")
+            for k in self.critics:
+                if not k.predict_reward or k.z_dim != mdnrnn.z_dim or k.action_dim != mdnrnn.action_dim:
+                    raise WMError(
+                        f"dream.critics: a critic M (z {k.z_dim}, A {k.action_dim}, reward head {k.predict_reward}) "
+                        f"does not fit M (z {mdnrnn.z_dim}, A {mdnrnn.action_dim}, reward head)"
+                    )
+            if self.branch_share > 0:
+                raise WMError("dream.critics cannot follow branched starts (dream.branch_share > 0): they have no state there")
+            if not self.pessimism >= 0:
+                raise WMError(f"dream.pessimism must be ≥ 0, got {pessimism}")
+
+    def critic_state(self, n: int | tf.Tensor) -> tuple[tf.Tensor, ...]:
+        """The critics' zero (c, h), flattened (c₁, h₁, c₂, h₂, …); () without critics."""
+        return tuple(x for k in self.critics for x in k.initial_state(n))
 
     def reset(self, seeds: tf.Tensor):
         """Start z (μ + σ·ε of the initial_z entry picked by the seed, §5; ε itself with `start: normal`), zero
@@ -261,11 +282,12 @@ class _Core:
             return empty, empty
         return self.m.dropout_masks(uniform(seeds, 0, _S_DROP_Z, self.m.z_dim), uniform(seeds, 0, _S_DROP_H, self.m.hidden))
 
-    def step(self, params, seeds, t, z, c, h, action=None, masks=None, off=None):
-        """One dream step for a batch: returns (z', c', h', done, action, reward). `action` overrides C when given;
-        `masks` are the episodes' dropout masks (`masks`; ignored without dropout); `off` (N,) the game step each
-        episode started at (`reset`; 0 but for branched starts). The reward is M's reward head, or 1 per step
-        without one (§5)."""
+    def step(self, params, seeds, t, z, c, h, action=None, masks=None, off=None, crit=()):
+        """One dream step for a batch: returns (z', c', h', done, action, reward, crit'). `action` overrides C when
+        given; `masks` are the episodes' dropout masks (`masks`; ignored without dropout); `off` (N,) the game step each
+        episode started at (`reset`; 0 but for branched starts); `crit` the critics' states (`critic_state`). The
+        reward is M's reward head, or 1 per step without one (§5); with critics, `pessimistic` over M's head and
+        theirs."""
         if action is None:
             action = self.c.act_tf(params, z, c, h)
         n = tf.shape(z)[0]
@@ -273,6 +295,7 @@ class _Core:
         # restart = 1 on a game's first step (§5): not on a branched start, which goes on from a recorded state
         restart = tf.cast(tf.logical_and(tf.equal(t, 0), tf.equal(off, 0)), tf.float32)
         masks = masks if self.m.dropout > 0 else None
+        z_in = z
         out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None, masks)
         zd = self.m.z_dim
         z = mixture.sample_mixture(
@@ -288,7 +311,22 @@ class _Core:
         elif out.done_logit is not None:
             done = tf.logical_or(done, out.done_logit > 0.0)  # cutoff, no sampling, no τ (§4)
         reward = out.reward if out.reward is not None else tf.ones([n], tf.float32)
-        return z, c, h, done, action, reward
+        if self.critics:
+            # each critic M reads the same dreamed (z, a) as M, without dropout, and predicts its own reward
+            paid, new = [reward], []
+            for i, k in enumerate(self.critics):
+                o, state = k.step(z_in, action, (crit[2 * i], crit[2 * i + 1]), restart if k.predict_done else None)
+                paid.append(o.reward)
+                new += state
+            reward, crit = pessimistic(tf.stack(paid), self.pessimism), tuple(new)
+        return z, c, h, done, action, reward, crit
+
+
+def pessimistic(rewards: tf.Tensor, k: float) -> tf.Tensor:
+    """mean − k·std over the heads (axis 0; population std): the reward of a step the heads agree on stands, one
+    they disagree on is paid less (the ensemble penalty of MOPO, Yu et al. 2020). Two heads at k = 1: their min."""
+    mean = tf.reduce_mean(rewards, axis=0)
+    return mean - k * tf.sqrt(tf.reduce_mean(tf.square(rewards - mean), axis=0))
 
 
 class DreamEvaluator:
@@ -315,6 +353,7 @@ class DreamEvaluator:
         core, n = self.core, tf.shape(seeds)[0]
         z, c, h, off = core.reset(seeds)
         mz, mh = core.masks(seeds)
+        crit = core.critic_state(n)
         prow = tf.gather(params, pidx)
         ids = tf.range(n)
         alive = tf.ones([n], tf.bool)
@@ -323,11 +362,11 @@ class DreamEvaluator:
         paid = tf.zeros([n], tf.float32)  # M's predicted rewards summed (a reward head; else the lengths are the returns)
         head = core.m.predict_reward
 
-        def cond(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid):
+        def cond(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid, *crit):
             return tf.logical_and(t < self.max_steps, tf.reduce_any(alive))
 
-        def body(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid):
-            z, c, h, done, a, r = core.step(prow, seeds, t, z, c, h, masks=(mz, mh), off=off)
+        def body(t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid, *crit):
+            z, c, h, done, a, r, crit = core.step(prow, seeds, t, z, c, h, masks=(mz, mh), off=off, crit=crit)
             lengths = tf.tensor_scatter_nd_add(lengths, ids[:, None], tf.cast(alive, tf.int64))  # +1 reward per step (§5)
             if head:
                 paid = tf.tensor_scatter_nd_add(paid, ids[:, None], tf.where(alive, r, 0.0))
@@ -337,21 +376,21 @@ class DreamEvaluator:
             bad = tf.tensor_scatter_nd_add(bad, ids[:, None], tf.stack([bits, tf.sign(bits) * t], axis=1))
             alive = tf.logical_and(alive, tf.logical_and(tf.logical_not(done), tf.equal(bits, 0)))
             t = t + 1
+            live = [ids, seeds, prow, z, c, h, mz, mh, off, alive, *crit]
 
             def compact():
                 keep = tf.where(alive)[:, 0]
-                return [tf.gather(x, keep) for x in (ids, seeds, prow, z, c, h, mz, mh, off, alive)]
+                return [tf.gather(x, keep) for x in live]
 
             do = tf.logical_and(tf.equal(t % self.compact_every, 0), tf.logical_not(tf.reduce_all(alive)))
-            live = [ids, seeds, prow, z, c, h, mz, mh, off, alive]
-            ids, seeds, prow, z, c, h, mz, mh, off, alive = tf.cond(do, compact, lambda: live)
-            return t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid
+            ids, seeds, prow, z, c, h, mz, mh, off, alive, *crit = tf.cond(do, compact, lambda: live)
+            return t, ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid, *crit
 
-        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid)
-        rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in loop[1:11]]  # batch-sized: they shrink
-        inv = tuple([tf.TensorShape([]), *rows, lengths.shape, bad.shape, paid.shape])
+        loop = (tf.constant(0, tf.int64), ids, seeds, prow, z, c, h, mz, mh, off, alive, lengths, bad, paid, *crit)
+        rows = [tf.TensorShape([None] + list(x.shape[1:])) for x in (*loop[1:11], *crit)]  # batch-sized: they shrink
+        inv = tuple([tf.TensorShape([]), *rows[:10], lengths.shape, bad.shape, paid.shape, *rows[10:]])
         out = tf.while_loop(cond, body, loop, shape_invariants=inv)
-        return out[-3], out[-2], out[-1]
+        return out[11], out[12], out[13]
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Returns (returns float64 (P, K), lengths int64 (P, K)) for P parameter vectors × K seeds each."""
@@ -400,12 +439,14 @@ class DreamEnv:
         """`options`: the dream's settings, as `DreamEvaluator`'s (`_Core`'s keywords)."""
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
-        self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
-        self._step_c = tf.function(lambda p, s, t, z, c, h, m, o: self.core.step(p[None], s, t, z, c, h, masks=m, off=o))
-        self._step_a = tf.function(
-            lambda s, t, z, c, h, a, m, o: self.core.step(None, s, t, z, c, h, action=a, masks=m, off=o)
+        self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s), self.core.critic_state(1)))
+        self._step_c = tf.function(
+            lambda p, s, t, z, c, h, m, o, k: self.core.step(p[None], s, t, z, c, h, masks=m, off=o, crit=k)
         )
-        self.t, self.seed, self.state, self.masks, self.off = 0, 0, None, None, None
+        self._step_a = tf.function(
+            lambda s, t, z, c, h, a, m, o, k: self.core.step(None, s, t, z, c, h, action=a, masks=m, off=o, crit=k)
+        )
+        self.t, self.seed, self.state, self.masks, self.off, self.crit = 0, 0, None, None, None, ()
 
     def _obs(self) -> np.ndarray:
         return np.concatenate([x.numpy()[0] for x in self.state])
@@ -419,7 +460,7 @@ class DreamEnv:
             self.params = np.asarray(params, np.float32)
         self.seed = int(np.random.SeedSequence().entropy % 2**62) if seed is None else int(seed)
         self.t = 0
-        (*self.state, self.off), self.masks = self._reset(tf.constant([self.seed], tf.int64))
+        (*self.state, self.off), self.masks, self.crit = self._reset(tf.constant([self.seed], tf.int64))
         self.state = tuple(self.state)
         return self._obs(), {"t": 0, "t0": int(self.off.numpy()[0])}
 
@@ -430,17 +471,19 @@ class DreamEnv:
         if action is None:
             if self.params is None:
                 raise RuntimeError("DreamEnv.step(None) needs controller params (reset(params=...))")
-            z, c, h, done, a, r = self._step_c(tf.constant(self.params), seeds, t, *self.state, self.masks, self.off)
+            z, c, h, done, a, r, crit = self._step_c(
+                tf.constant(self.params), seeds, t, *self.state, self.masks, self.off, self.crit
+            )
         else:
             a = tf.constant(np.asarray(action, np.float32).reshape(1, -1))
-            z, c, h, done, a, r = self._step_a(seeds, t, *self.state, a, self.masks, self.off)
+            z, c, h, done, a, r, crit = self._step_a(seeds, t, *self.state, a, self.masks, self.off, self.crit)
         sick = [name for name, x in (("action", a), ("z", z), ("h", h)) if not np.isfinite(x.numpy()).all()]
         if sick:
             raise WMError(
                 f"dream: non-finite {', '.join(sick)} at step {self.t} of seed {self.seed}; check M's weights "
                 "and the controller params"
             )
-        self.state, self.t = (z, c, h), self.t + 1
+        self.state, self.crit, self.t = (z, c, h), tuple(crit), self.t + 1
         done = bool(done.numpy()[0])
         truncated = done and self.t + int(self.off.numpy()[0]) >= self.core.max_steps
         reward = float(r.numpy()[0])  # 1 per step (§5), or M's predicted reward with a reward head
@@ -469,31 +512,41 @@ class DreamEnsemble:
         return returns, lengths
 
 
-def dream_worlds(cfg: Config, run: RunDir) -> list[Path]:
-    """`dream.worlds` as run directories (relative paths from `run`), each holding an M trained on the same V's z."""
+def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:
+    """`dream.worlds` (or `dream.critics`) as run directories (relative paths from `run`), each holding an M trained
+    on the same V's z."""
     out = []
-    for raw in cfg.dream.worlds:
+    for raw in cfg.dream[key]:
         p = Path(str(raw))
         out.append(p if p.is_absolute() else run.path / p)
     return out
 
 
-def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEnsemble:
-    """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`; with
-    `dream.worlds`, a `DreamEnsemble` of this M and theirs (the run's initial z's start every world's dreams)."""
+def other_ms(cfg: Config, run: RunDir, key: str) -> list[MDNRNN]:
+    """The Ms of `dream.<key>` (worlds or critics), each checked to read this run's V."""
     from wm.rundir import RunDir, same_file
     from wm.world import load_world
 
-    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
-    kw = dream_options(cfg) | kw
-    ms = [world.mdnrnn]
-    for path in dream_worlds(cfg, run):
+    ms = []
+    for path in dream_worlds(cfg, run, key):
         other = RunDir(path)
         if not path.is_dir():
-            raise WMError(f"dream.worlds: {path} is not a run directory")
+            raise WMError(f"dream.{key}: {path} is not a run directory")
         if other.vae_weights.exists() and not same_file(other.vae_weights, run.vae_weights):
-            raise WMError(f"dream.worlds: {path}'s V differs from {run.path}'s (the worlds' M must read the same z)")
+            raise WMError(f"dream.{key}: {path}'s V differs from {run.path}'s (the worlds' M must read the same z)")
         ms.append(load_world(cfg, other, need=("mdnrnn",)).mdnrnn)
+    return ms
+
+
+def load_dream(cfg: Config, run: RunDir, **kw: Any) -> DreamEvaluator | DreamEnsemble:
+    """The DreamEvaluator of a run: M and the recorded initial z's through `wm.world.load_world`; with
+    `dream.worlds`, a `DreamEnsemble` of this M and theirs (the run's initial z's start every world's dreams); with
+    `dream.critics`, their Ms judge every world's rewards (`pessimistic`)."""
+    from wm.world import load_world
+
+    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
+    kw = dream_options(cfg) | {"critics": other_ms(cfg, run, "critics")} | kw
+    ms = [world.mdnrnn, *other_ms(cfg, run, "worlds")]
     series = run_series(cfg, run) if kw["branch_share"] > 0 else None
     evs = [
         DreamEvaluator(
@@ -520,8 +573,9 @@ def done_options(cfg: Config) -> dict[str, Any]:
 
 def dream_options(cfg: Config) -> dict[str, Any]:
     """A run's dreams as C trains in them: `done_options` plus where they start (`dream.start`, `dream.branch_share`;
-    the branch table itself is per M, built by the caller)."""
-    return done_options(cfg) | {"start": cfg.dream.start, "branch_share": float(cfg.dream.branch_share)}
+    the branch table itself is per M, built by the caller) and `dream.pessimism` (the critics' Ms: `other_ms`)."""
+    d = cfg.dream
+    return done_options(cfg) | {"start": d.start, "branch_share": float(d.branch_share), "pessimism": float(d.pessimism)}
 
 
 def run_series(cfg: Config, run: RunDir) -> Series:
@@ -564,5 +618,6 @@ def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
         cfg.dream.max_steps,
         params=params,
         branches=run_branches(cfg, world.mdnrnn, run_series(cfg, world.run)) if cfg.dream.branch_share > 0 else None,
+        critics=other_ms(cfg, world.run, "critics"),
         **dream_options(cfg),
     )
