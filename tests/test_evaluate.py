@@ -113,6 +113,9 @@ def test_dream_evaluation_and_gif(tmp_path):
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
     assert s["start"] == "recorded"
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
+    from wm.world import input_digest
+
+    assert s["inputs"] == input_digest(run, run.params("best")) and set(s["inputs"]) >= {"mdnrnn", "params"}
     rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
     assert [r["seed"] for r in rows] == [500, 501, 502]
     assert s["mean"] == pytest.approx(np.mean([r["return"] for r in rows]))

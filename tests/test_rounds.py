@@ -486,3 +486,51 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
     assert any(
         "played 100 real check episodes each (final check)" in line for line in rounds_section(RunDir(tmp_path / "r"), {})
     )
+
+
+def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):
+    """`_check_mean` replays a check when its seeds or the files it played with changed: a gate rerun after the
+    previous pass's C was retrained, or a round's M retrained, must not read the old score (`input_digest`)."""
+    from wm.evaluation import write_results
+    from wm.world import input_digest, params_path
+
+    cfg = _cfg()
+    run = RunDir(tmp_path / "r")
+    for path, data in ((run.vae_weights, b"V"), (run.mdnrnn_weights, b"M"), (run.params("best"), b"C")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    other = tmp_path / "prev_best.npz"
+    other.write_bytes(b"another C")
+    played: list[tuple[str, ...]] = []
+
+    def fake_evaluate(where, verb_args):  # what `evaluate` writes: the mean, the seeds, the files' digest
+        played.append(tuple(verb_args))
+        tag, first, n = (verb_args[verb_args.index(k) + 1] for k in ("--tag", "--seed", "--episodes"))
+        pfile = None if "--random" in verb_args else params_path(where, str(cfg.evaluate.params))
+        if "--params" in verb_args:
+            pfile = Path(verb_args[verb_args.index("--params") + 1])
+        seeds = list(range(int(first), int(first) + int(n)))
+        write_results(
+            where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": input_digest(where, pfile)}
+        )
+
+    monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
+    mean = pipeline._check_mean
+    assert mean(run, cfg, "check", [], "C") == 1.0
+    assert mean(run, cfg, "check", [], "C") == 1.0 and len(played) == 1  # the same files: reused
+    run.params("best").write_bytes(b"C retrained")
+    assert mean(run, cfg, "check", [], "C") == 2.0  # C changed: played again
+    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 3.0
+    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 3.0 and len(played) == 3
+    other.write_bytes(b"the previous pass's C, retrained")
+    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 4.0
+    assert mean(run, cfg, "rand", ["--random"], "random") == 5.0
+    run.params("best").write_bytes(b"C once more")
+    assert mean(run, cfg, "rand", ["--random"], "random") == 5.0  # the random policy reads no C
+    run.mdnrnn_weights.write_bytes(b"M retrained")
+    assert mean(run, cfg, "rand", ["--random"], "random") == 6.0  # but it runs on V and M
+    assert mean(run, cfg, "rand", ["--random"], "random", n=4) == 7.0  # other seeds
+    legacy = json.loads(run.eval_summary("rand").read_text())
+    legacy.pop("inputs")
+    run.eval_summary("rand").write_text(json.dumps(legacy))
+    assert mean(run, cfg, "rand", ["--random"], "random", n=4) == 8.0  # a summary from before the digest: replayed

@@ -48,6 +48,15 @@ def params_path(run: RunDir, spec: str) -> Path:
     return run.params(spec) if spec in PARAMS else Path(spec)
 
 
+def input_digest(run: RunDir, params: Path | None) -> dict[str, str]:
+    """Short SHA-256 of the files an evaluation of `run` plays with: V's and M's weights, and C's params file when it
+    has one (`evaluate` stores it in the summary; round control reuses a stored check only while these match)."""
+    import hashlib
+
+    files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
+    return {k: hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16] for k, p in files.items() if p and Path(p).exists()}
+
+
 def read_params(path: Path, n: int, what: str = "controller parameters") -> np.ndarray:
     """The `params` vector of an .npz, checked to hold `n` finite numbers; one WMError line naming the file."""
     if not Path(path).exists():

@@ -74,7 +74,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from wm.evaluation import MODES, Progress, format_summary, play, seed_list, write_results
     from wm.metrics import make_logger
     from wm.recording import record_episode, save_episode_gif
-    from wm.world import load_world
+    from wm.world import input_digest, load_world
 
     if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
         return
@@ -110,6 +110,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         world = load_world(cfg, run, need=("params",), params=getattr(args, "params", None))
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
+    extra["inputs"] = input_digest(run, pfile)  # the files played with (round control's reuse of a stored check)
     if dream:
         extra["temperature"], extra["start"] = temperature, start
     default = not side_run(args)

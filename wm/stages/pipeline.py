@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from pathlib import Path
 
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
@@ -181,14 +182,19 @@ def _evaluate(where: RunDir, verb_args: list[str]) -> None:
 
 def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: str, n: int | None = None) -> float:
     """Mean of `evaluate <extra> --tag <tag>` on the check seeds (`n` of them, default `iterate.check_episodes`;
-    reused when already there for these seeds)."""
+    reused when already there for these seeds and played with the same V, M and C files: `input_digest`)."""
+    from wm.world import input_digest, params_path
+
     seeds = check_seeds(cfg, n)
     path = where.eval_summary(tag)
     try:
         s = json.loads(path.read_text())
     except (OSError, ValueError):
         s = {}
-    if s.get("seeds") != seeds:
+    params = None if "--random" in extra else params_path(where, str(cfg.evaluate.params))
+    if "--params" in extra:
+        params = Path(extra[extra.index("--params") + 1])
+    if s.get("seeds") != seeds or s.get("inputs") != input_digest(where, params):
         print(f"[check] {what} on {len(seeds)} episodes (seeds {seeds[0]}…)", flush=True)
         _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
         s = json.loads(path.read_text())
