@@ -115,7 +115,7 @@ def test_dream_evaluation_and_gif(tmp_path):
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
     from wm.world import input_digest
 
-    assert s["inputs"] == input_digest(run, run.params("best")) and set(s["inputs"]) >= {"mdnrnn", "params"}
+    assert s["inputs"] == input_digest(cfg, run, run.params("best"), dream=True) and set(s["inputs"]) >= {"mdnrnn", "params"}
     rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
     assert [r["seed"] for r in rows] == [500, 501, 502]
     assert s["mean"] == pytest.approx(np.mean([r["return"] for r in rows]))

@@ -87,7 +87,7 @@ def _drive(
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
 
-    def fake_mean(where, cfg_, tag, extra, what, n=None):
+    def fake_mean(where, cfg_, tag, what, n=None, **kw):
         name = "first pass" if where.path == run.path else where.path.name
         (asked if asked is not None else []).append((name, tag, n))
         return (finals or {})[name]
@@ -312,7 +312,7 @@ def test_gate_verdict_reads_the_dream_gap_against_the_real_one():
 
 def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     """A fixed one-round run training C in the dream, with the gate's evaluations stubbed by tag; returns the stages
-    the round ran (train-controller only if the gate let it) and the evaluations asked for (where, tag, extra)."""
+    the round ran (train-controller only if the gate let it) and the evaluations asked for (where, tag, options)."""
     cfg = C.load(
         ["carracing", "tiny"],
         ["iterate.rounds=1", "iterate.check_episodes=0", "iterate.set=[es.fitness=dream]", *sets],
@@ -320,7 +320,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
     ran: list[str] = []
-    asked: list[tuple[str, str, tuple[str, ...]]] = []
+    asked: list[tuple[str, str, dict]] = []
 
     def fake_prepare(base, cfg_, k, explore=None, learned=False, start_from=None):
         child = RunDir(base.path / f"round{k}")
@@ -333,8 +333,8 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
                 before[verb]()
             ran.append(verb)
 
-    def fake_mean(where, cfg_, tag, extra, what, n=None):
-        asked.append((where.path.name, tag, tuple(extra)))
+    def fake_mean(where, cfg_, tag, what, n=None, **kw):
+        asked.append((where.path.name, tag, kw))
         assert n == int(cfg_.iterate.dream_gate)
         return means[tag]
 
@@ -360,12 +360,12 @@ def test_the_dream_gate_stops_a_round_whose_dream_does_not_rank_the_real_c(tmp_p
     assert (
         err.startswith("dream gate (round1): the round's dream does not tell the previous C") and "iterate.dream_gate=0" in err
     )
-    best = str(RunDir(tmp_path / "a" / "r").params("best"))
+    best = RunDir(tmp_path / "a" / "r").params("best")
     assert asked == [
-        ("round1", "gate-real", ("--params", best)),  # with the round's M, as in its dream
-        ("r", "gate-random", ("--random",)),
-        ("round1", "gate-dream-c", ("--dream", "--params", best)),
-        ("round1", "gate-dream-random", ("--dream", "--random")),
+        ("round1", "gate-real", {"params": best}),  # with the round's M, as in its dream
+        ("r", "gate-random", {"random": True}),
+        ("round1", "gate-dream-c", {"params": best, "dream": True}),
+        ("round1", "gate-dream-random", {"random": True, "dream": True}),
     ]
     good = {**bad, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
     ran, _, err = _gate_run(tmp_path / "b", monkeypatch, good, "iterate.dream_gate=4")
@@ -421,7 +421,7 @@ def test_the_dream_gate_reads_round_controls_random_check_on_the_same_seeds(tmp_
     asked: list[tuple[str, str]] = []
     means = {"gate-real": 350.5, "check-random": -27.3, "gate-dream-c": 160.0, "gate-dream-random": -24.0}
 
-    def fake_mean(where, cfg_, tag, extra, what, n=None):
+    def fake_mean(where, cfg_, tag, what, n=None, **kw):
         asked.append((where.path.name, tag))
         return means[tag]
 
@@ -490,13 +490,20 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
 
 def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):
     """`_check_mean` replays a check when its seeds or the files it played with changed: a gate rerun after the
-    previous pass's C was retrained, or a round's M retrained, must not read the old score (`input_digest`)."""
+    previous pass's C was retrained, a round's M retrained, or (in the dream) a critic's M retrained, must not read
+    the old score (`input_digest`)."""
     from wm.evaluation import write_results
-    from wm.world import input_digest, params_path
+    from wm.world import input_digest, played_params
 
-    cfg = _cfg()
+    cfg = _cfg("dream.critics=[../critic]")
     run = RunDir(tmp_path / "r")
-    for path, data in ((run.vae_weights, b"V"), (run.mdnrnn_weights, b"M"), (run.params("best"), b"C")):
+    critic = RunDir(tmp_path / "critic")
+    for path, data in (
+        (run.vae_weights, b"V"),
+        (run.mdnrnn_weights, b"M"),
+        (run.params("best"), b"C"),
+        (critic.mdnrnn_weights, b"critic M"),
+    ):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     other = tmp_path / "prev_best.npz"
@@ -506,31 +513,38 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     def fake_evaluate(where, verb_args):  # what `evaluate` writes: the mean, the seeds, the files' digest
         played.append(tuple(verb_args))
         tag, first, n = (verb_args[verb_args.index(k) + 1] for k in ("--tag", "--seed", "--episodes"))
-        pfile = None if "--random" in verb_args else params_path(where, str(cfg.evaluate.params))
-        if "--params" in verb_args:
-            pfile = Path(verb_args[verb_args.index("--params") + 1])
+        spec = verb_args[verb_args.index("--params") + 1] if "--params" in verb_args else None
+        pfile = None if "--random" in verb_args else played_params(cfg, where, spec)
         seeds = list(range(int(first), int(first) + int(n)))
-        write_results(
-            where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": input_digest(where, pfile)}
-        )
+        digest = input_digest(cfg, where, pfile, "--dream" in verb_args)
+        write_results(where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": digest})
 
     monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
     mean = pipeline._check_mean
-    assert mean(run, cfg, "check", [], "C") == 1.0
-    assert mean(run, cfg, "check", [], "C") == 1.0 and len(played) == 1  # the same files: reused
+    assert mean(run, cfg, "check", "C") == 1.0
+    assert mean(run, cfg, "check", "C") == 1.0 and len(played) == 1  # the same files: reused
     run.params("best").write_bytes(b"C retrained")
-    assert mean(run, cfg, "check", [], "C") == 2.0  # C changed: played again
-    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 3.0
-    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 3.0 and len(played) == 3
+    assert mean(run, cfg, "check", "C") == 2.0  # C changed: played again
+    assert mean(run, cfg, "gate", "prev C", params=other) == 3.0
+    assert mean(run, cfg, "gate", "prev C", params=other) == 3.0 and len(played) == 3
+    assert played[-1][:2] == ("--params", str(other))
     other.write_bytes(b"the previous pass's C, retrained")
-    assert mean(run, cfg, "gate", ["--params", str(other)], "prev C") == 4.0
-    assert mean(run, cfg, "rand", ["--random"], "random") == 5.0
+    assert mean(run, cfg, "gate", "prev C", params=other) == 4.0
+    assert mean(run, cfg, "rand", "random", random=True) == 5.0
     run.params("best").write_bytes(b"C once more")
-    assert mean(run, cfg, "rand", ["--random"], "random") == 5.0  # the random policy reads no C
+    assert mean(run, cfg, "rand", "random", random=True) == 5.0  # the random policy reads no C
     run.mdnrnn_weights.write_bytes(b"M retrained")
-    assert mean(run, cfg, "rand", ["--random"], "random") == 6.0  # but it runs on V and M
-    assert mean(run, cfg, "rand", ["--random"], "random", n=4) == 7.0  # other seeds
+    assert mean(run, cfg, "rand", "random", random=True) == 6.0  # but it runs on V and M
+    assert mean(run, cfg, "rand", "random", n=4, random=True) == 7.0  # other seeds
     legacy = json.loads(run.eval_summary("rand").read_text())
     legacy.pop("inputs")
     run.eval_summary("rand").write_text(json.dumps(legacy))
-    assert mean(run, cfg, "rand", ["--random"], "random", n=4) == 8.0  # a summary from before the digest: replayed
+    assert mean(run, cfg, "rand", "random", n=4, random=True) == 8.0  # a summary from before the digest: replayed
+    # the dream's critic judges the rewards: a retrained critic replays a dream check, not a real one
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 9.0 and played[-1][0] == "--dream"
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 9.0
+    critic.mdnrnn_weights.write_bytes(b"critic M retrained")
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 10.0
+    assert mean(run, cfg, "real", "C") == 11.0
+    critic.mdnrnn_weights.write_bytes(b"critic M retrained again")
+    assert mean(run, cfg, "real", "C") == 11.0  # the real game reads no critic

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -512,20 +511,10 @@ class DreamEnsemble:
         return returns, lengths
 
 
-def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:
-    """`dream.worlds` (or `dream.critics`) as run directories (relative paths from `run`), each holding an M trained
-    on the same V's z."""
-    out = []
-    for raw in cfg.dream[key]:
-        p = Path(str(raw))
-        out.append(p if p.is_absolute() else run.path / p)
-    return out
-
-
 def other_ms(cfg: Config, run: RunDir, key: str) -> list[MDNRNN]:
     """The Ms of `dream.<key>` (worlds or critics), each checked to read this run's V."""
     from wm.rundir import RunDir, same_file
-    from wm.world import load_world
+    from wm.world import dream_worlds, load_world
 
     ms = []
     for path in dream_worlds(cfg, run, key):

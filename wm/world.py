@@ -48,12 +48,32 @@ def params_path(run: RunDir, spec: str) -> Path:
     return run.params(spec) if spec in PARAMS else Path(spec)
 
 
-def input_digest(run: RunDir, params: Path | None) -> dict[str, str]:
-    """Short SHA-256 of the files an evaluation of `run` plays with: V's and M's weights, and C's params file when it
-    has one (`evaluate` stores it in the summary; round control reuses a stored check only while these match)."""
+def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
+    """The params file an evaluation of `run` plays: `spec` (`best`, `mean` or a path; `--params`) or, without one,
+    `evaluate.params` (what `load_world` reads and round control's checks expect)."""
+    return params_path(run, spec or str(cfg.evaluate.params))
+
+
+def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:
+    """`dream.worlds` (or `dream.critics`) as run directories (relative paths from `run`), each holding an M trained
+    on the same V's z."""
+    out = []
+    for raw in cfg.dream[key]:
+        p = Path(str(raw))
+        out.append(p if p.is_absolute() else run.path / p)
+    return out
+
+
+def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
+    """Short SHA-256 of the files an evaluation of `run` plays with: V's and M's weights, C's params file when it has
+    one, and in the dream the Ms of `dream.worlds` and `dream.critics` (`evaluate` stores it in the summary; round
+    control reuses a stored check only while these match)."""
     import hashlib
 
     files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
+    if dream:
+        for key in ("worlds", "critics"):
+            files |= {f"{key}{i}": RunDir(p).mdnrnn_weights for i, p in enumerate(dream_worlds(cfg, run, key))}
     return {k: hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16] for k, p in files.items() if p and Path(p).exists()}
 
 
@@ -122,7 +142,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             predict_reward=bool(cfg.mdnrnn.predict_reward),
         )
     if "params" in need:
-        world.params_path = params_path(run, params or str(cfg.evaluate.params))
+        world.params_path = played_params(cfg, run, params)
         if not world.params_path.exists():
             raise WMError(
                 f"controller parameters {world.params_path} not found; run `python -m wm train-controller "

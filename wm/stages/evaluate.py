@@ -110,7 +110,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         world = load_world(cfg, run, need=("params",), params=getattr(args, "params", None))
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
-    extra["inputs"] = input_digest(run, pfile)  # the files played with (round control's reuse of a stored check)
+    extra["inputs"] = input_digest(cfg, run, pfile, dream)  # the files played with (round control's reuse of a stored check)
     if dream:
         extra["temperature"], extra["start"] = temperature, start
     default = not side_run(args)

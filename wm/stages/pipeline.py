@@ -180,10 +180,21 @@ def _evaluate(where: RunDir, verb_args: list[str]) -> None:
     subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
 
 
-def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: str, n: int | None = None) -> float:
-    """Mean of `evaluate <extra> --tag <tag>` on the check seeds (`n` of them, default `iterate.check_episodes`;
-    reused when already there for these seeds and played with the same V, M and C files: `input_digest`)."""
-    from wm.world import input_digest, params_path
+def _check_mean(
+    where: RunDir,
+    cfg: Config,
+    tag: str,
+    what: str,
+    n: int | None = None,
+    *,
+    params: Path | None = None,
+    random: bool = False,
+    dream: bool = False,
+) -> float:
+    """Mean of `evaluate` on the check seeds (`n` of them, default `iterate.check_episodes`) under `--tag <tag>`: C of
+    `params` (default `evaluate.params`) or the random policy, in the real game or the dream. Reused when already there
+    for these seeds and played with the same files (`input_digest`: V, M, C, the dream's other Ms)."""
+    from wm.world import input_digest, played_params
 
     seeds = check_seeds(cfg, n)
     path = where.eval_summary(tag)
@@ -191,11 +202,10 @@ def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: st
         s = json.loads(path.read_text())
     except (OSError, ValueError):
         s = {}
-    params = None if "--random" in extra else params_path(where, str(cfg.evaluate.params))
-    if "--params" in extra:
-        params = Path(extra[extra.index("--params") + 1])
-    if s.get("seeds") != seeds or s.get("inputs") != input_digest(where, params):
+    pfile = None if random else played_params(cfg, where, None if params is None else str(params))
+    if s.get("seeds") != seeds or s.get("inputs") != input_digest(cfg, where, pfile, dream):
         print(f"[check] {what} on {len(seeds)} episodes (seeds {seeds[0]}…)", flush=True)
+        extra = ["--dream"] * dream + ["--random"] * random + ([] if params is None else ["--params", str(params)])
         _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
         s = json.loads(path.read_text())
     return float(s["mean"])
@@ -204,8 +214,8 @@ def _check_mean(where: RunDir, cfg: Config, tag: str, extra: list[str], what: st
 def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
     """Round control's check of one pass's C: `iterate.check_episodes` real episodes on the check seeds and the same
     seeds in its own dream (`eval/check`, `eval/check-dream`)."""
-    real = _check_mean(where, cfg, "check", [], f"{name}: C, real")
-    dream = _check_mean(where, cfg, "check-dream", ["--dream"], f"{name}: C, dream")
+    real = _check_mean(where, cfg, "check", f"{name}: C, real")
+    dream = _check_mean(where, cfg, "check-dream", f"{name}: C, dream", dream=True)
     return PassCheck(name, str(where.path), real, dream)
 
 
@@ -213,7 +223,7 @@ def random_check(run: RunDir, cfg: Config) -> float:
     """The random policy's mean real score on the check seeds (`eval/check-random`): round control's yardstick."""
     if float(cfg.iterate.target_ratio) <= 0:
         return 0.0
-    return _check_mean(run, cfg, "check-random", ["--random"], "random policy, real")
+    return _check_mean(run, cfg, "check-random", "random policy, real", random=True)
 
 
 def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
@@ -226,13 +236,13 @@ def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
     n = int(cfg.iterate.dream_gate)
     if n <= 0 or str(cfg.es.fitness) != "dream":
         return
-    params = ["--params", str(prev.params("best"))]
-    c_real = _check_mean(child, cfg, "gate-real", params, "dream gate: previous C with the new M, real", n)
+    prev_c = prev.params("best")
+    c_real = _check_mean(child, cfg, "gate-real", "dream gate: previous C with the new M, real", n, params=prev_c)
     # with round control on the same number of check seeds, its random check is these episodes: read, not replayed
     same = n == int(cfg.iterate.check_episodes)
-    r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", ["--random"], "dream gate: random, real", n)
-    c_dream = _check_mean(child, cfg, "gate-dream-c", ["--dream", *params], "dream gate: previous C, new dream", n)
-    r_dream = _check_mean(child, cfg, "gate-dream-random", ["--dream", "--random"], "dream gate: random, new dream", n)
+    r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", "dream gate: random, real", n, random=True)
+    c_dream = _check_mean(child, cfg, "gate-dream-c", "dream gate: previous C, new dream", n, params=prev_c, dream=True)
+    r_dream = _check_mean(child, cfg, "gate-dream-random", "dream gate: random, new dream", n, random=True, dream=True)
     why = gate_verdict(c_real, r_real, c_dream, r_dream, float(cfg.iterate.dream_gate_ratio))
     print(
         f"[gate] {child.path.name}: previous C {c_real:.1f} vs random {r_real:.1f} real, {c_dream:.1f} vs "
@@ -370,7 +380,7 @@ def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[Pa
     out = list(history)
     for i in picks:
         h = history[i]
-        out[i] = replace(h, final=_check_mean(RunDir(h.path), cfg, "final-check", [], f"{h.name}: C, real (final)", n))
+        out[i] = replace(h, final=_check_mean(RunDir(h.path), cfg, "final-check", f"{h.name}: C, real (final)", n))
         print(f"[final check] {h.name}: real {out[i].final:.1f} on {n} episodes (short check {h.real:.1f})", flush=True)
     return out
 
