@@ -111,6 +111,12 @@ def test_resume_equivalence(tmp_path):
         np.testing.assert_array_equal(f["params"], g["params"])
         assert f["params"].shape == (192,) and int(f["generation"]) in (2, 4)
         assert float(f["score"]) == max(r["es/eval_best"] for r in history(b) if "es/eval_best" in r)
+    # every check's mean is kept (the points of a real learning curve), the best one equal to best.npz
+    checks = {int(r["es/generation"]): r["es/eval_mean"] for r in history(b) if "es/eval_mean" in r}
+    assert sorted(p.name for p in (b.path / "controller" / "checks").iterdir()) == [f"gen_{g:04d}.npz" for g in checks]
+    for g, score in checks.items():
+        with np.load(b.check_params(g)) as f:
+            assert int(f["generation"]) == g and float(f["score"]) == score and f["params"].shape == (192,)
     keys = set(read_jsonl(b.metrics_path("train-controller"))[-1])
     assert {
         "es/generation",

@@ -270,6 +270,11 @@ class RunDir:
             raise WMError(f"controller parameters must be one of {sorted(PARAMS)}, got {which!r}")
         return self.artifact(PARAMS[which])
 
+    def check_params(self, generation: int) -> Path:
+        """`controller/checks/gen_NNNN.npz`: C's CMA mean at one of its checks (`es.eval_every`), with the check's
+        score: the points of a real-game learning curve (`evaluate --params` on each)."""
+        return self.params("mean").parent / "checks" / f"gen_{generation:04d}.npz"
+
     def eval_dir(self, tag: str) -> Path:
         """`eval/<tag>/`: episodes.jsonl, summary.json and GIFs of one evaluation."""
         return self.stage_dir("evaluate") / tag

@@ -5,8 +5,8 @@
 
 Per generation: ask `es.popsize` members → `es.trials` episodes each with antithetic seeds → fitness = mean
 return → tell (with the weight decay of the correct sign, §10.5). Every `es.eval_every` generations (and at the
-last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes; the best of those evaluations is
-`controller/best.npz`. Every generation: `controller/mean.npz` and `controller/es_state.pkl` (pycma state, the
+last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes and kept as `controller/checks/gen_NNNN.npz`;
+the best of those evaluations is `controller/best.npz`. Every generation: `controller/mean.npz` and `controller/es_state.pkl` (pycma state, the
 generation, every RNG state, the byte offset of `metrics/controller.jsonl`), all written atomically. A rerun
 resumes from `es_state.pkl` and truncates history lines written after it, so 2 + (kill) + 2 generations give
 the same history as 4 in one go. `--force` starts afresh; `--extend` (with a larger `es.generations`) continues a
@@ -322,6 +322,9 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     ev = ev[np.isfinite(ev)]
                     episodes += E
                     score = float(ev.mean())
+                    snap = run.check_params(gen)
+                    snap.parent.mkdir(parents=True, exist_ok=True)
+                    atomic_savez(snap, params=mean, score=np.float64(score), generation=np.int64(gen))
                     if score > st["best_eval"]:
                         st["best_eval"], st["best_eval_gen"] = score, gen
                         atomic_savez(run.params("best"), params=mean, score=np.float64(score), generation=np.int64(gen))
