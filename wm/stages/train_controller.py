@@ -7,7 +7,8 @@ Per generation: ask `es.popsize` members → `es.trials` episodes each with anti
 return → tell (with the weight decay of the correct sign, §10.5). Every `es.eval_every` generations (and at the
 last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes and kept as
 `controller/checks/gen_NNNN.npz`; the best of those evaluations is `controller/best.npz`. Every generation:
-`controller/mean.npz` and `controller/es_state.pkl` (pycma state, the generation, every RNG state, the byte offset of `metrics/controller.jsonl`), all written atomically. A rerun
+`controller/mean.npz` and `controller/es_state.pkl` (pycma state, the generation, every RNG state, the byte offset
+of `metrics/controller.jsonl`), all written atomically. A rerun
 resumes from `es_state.pkl` and truncates history lines written after it, so 2 + (kill) + 2 generations give
 the same history as 4 in one go. `--force` starts afresh; `--extend` (with a larger `es.generations`) continues a
 finished training from its checkpoint. SIGINT/SIGTERM: the master stops at once (the
