@@ -117,6 +117,10 @@ def test_resume_equivalence(tmp_path):
     for g, score in checks.items():
         with np.load(b.check_params(g)) as f:
             assert int(f["generation"]) == g and float(f["score"]) == score and f["params"].shape == (192,)
+    stale = b.check_params(99)
+    stale.write_bytes(b"a longer earlier training's check")
+    stage(toy_cfg(), tmp_path / "b", force=True)  # starts afresh: the earlier checks go
+    assert not stale.exists() and b.check_params(4).exists()
     keys = set(read_jsonl(b.metrics_path("train-controller"))[-1])
     assert {
         "es/generation",

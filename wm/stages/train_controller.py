@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import pickle
+import shutil
 import time
 from typing import Any
 
@@ -228,6 +229,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
         st = _load_state(state_path, n, P, str(es_cfg.algorithm))
         es = es_from_state(st["es"])
     else:
+        shutil.rmtree(run.check_params(0).parent, ignore_errors=True)  # an earlier training's checks
         x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
         es = make_es(es_cfg, n, x0)
         st = {
