@@ -43,15 +43,12 @@ class World:
     initial_logvar: np.ndarray | None = None
 
 
-def params_path(run: RunDir, spec: str) -> Path:
-    """`best` / `mean` → the run's `controller/<x>.npz`; anything else is a path (relative to the working dir)."""
-    return run.params(spec) if spec in PARAMS else Path(spec)
-
-
 def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
-    """The params file an evaluation of `run` plays: `spec` (`best`, `mean` or a path; `--params`) or, without one,
-    `evaluate.params` (what `load_world` reads and round control's checks expect)."""
-    return params_path(run, spec or str(cfg.evaluate.params))
+    """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
+    and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
+    (relative to the working dir)."""
+    spec = spec or str(cfg.evaluate.params)
+    return run.params(spec) if spec in PARAMS else Path(spec)
 
 
 def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:

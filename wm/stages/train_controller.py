@@ -325,12 +325,12 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     ev = ev[np.isfinite(ev)]
                     episodes += E
                     score = float(ev.mean())
-                    snap = run.check_params(gen)
-                    snap.parent.mkdir(parents=True, exist_ok=True)
-                    atomic_savez(snap, params=mean, score=np.float64(score), generation=np.int64(gen))
+                    check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen)}
+                    run.check_params(gen).parent.mkdir(parents=True, exist_ok=True)
+                    atomic_savez(run.check_params(gen), **check)
                     if score > st["best_eval"]:
                         st["best_eval"], st["best_eval_gen"] = score, gen
-                        atomic_savez(run.params("best"), params=mean, score=np.float64(score), generation=np.int64(gen))
+                        atomic_savez(run.params("best"), **check)
                     rec.update({"es/eval_mean": score, "es/eval_std": float(ev.std()), "es/eval_best": st["best_eval"]})
                 dt = time.time() - t0
                 st["elapsed"] += dt
