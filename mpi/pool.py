@@ -126,6 +126,10 @@ class Pool:
     def close(self) -> None:
         """Stop the workers (they close their envs) and wait for them."""
 
+    def reinit(self, initializer: Callable[..., Any] | None, initargs: tuple = ()) -> None:
+        """Close every worker's context and build a new one with `initializer(*initargs)` (the same workers)."""
+        raise NotImplementedError
+
     def __enter__(self) -> Pool:
         return self
 
@@ -165,6 +169,10 @@ class SerialPool(Pool):
     def close(self) -> None:
         close_context(self._ctx)
         self._ctx = None
+
+    def reinit(self, initializer: Callable[..., Any] | None, initargs: tuple = ()) -> None:
+        self.close()
+        self._ctx = initializer(*initargs) if initializer is not None else None
 
     def map(
         self, fn: Callable[[Any, Any], Any], payloads: Sequence[Any], on_result: Callable[[int, Any], Any] | None = None

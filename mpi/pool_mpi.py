@@ -55,10 +55,15 @@ class MPIPool(Pool):
         self._seq = 0
         self._closed = False
         self._sends: list[Any] = []  # isend requests not yet known complete
+        self._init(initializer, initargs)
+        self._info("MPI pool: %d worker ranks ready", self.size)
+
+    def _init(self, initializer: Callable[..., Any] | None, initargs: tuple) -> None:
+        """Send the initializer to every live rank and wait for each one's answer; a failure closes the pool."""
         errors = []
-        for r in self.ranks:
+        for r in sorted(self.live):
             self._send(("init", initializer, initargs), r)
-        waiting, backoff = set(self.ranks), Backoff()
+        waiting, backoff = set(self.live), Backoff()
         while waiting:
             got = self._poll()
             if got is None:
@@ -69,13 +74,44 @@ class MPIPool(Pool):
                 continue
             backoff.reset()
             r, msg = got
+            if msg[0] == "bye":  # the rank got a signal and left
+                self.live.discard(r)
+                self.idle.discard(r)
+                waiting.discard(r)
+                continue
+            if msg[0] not in ("ready", "initerr"):
+                continue  # a late result of an earlier map's timed-out task
             waiting.discard(r)
             if msg[0] == "initerr":
                 errors.append(f"rank {r}: {msg[1]}")
         if errors:
             self.close()
             raise RuntimeError("worker initialisation failed: " + "; ".join(errors))
-        self._info("MPI pool: %d worker ranks ready", self.size)
+
+    def reinit(self, initializer: Callable[..., Any] | None, initargs: tuple = ()) -> None:
+        """Give every rank a new context (its old one closed first): one MPI job, a second kind of evaluation.
+
+        A rank still busy with a timed-out task is waited for (up to the timeout), then left out of the pool."""
+        deadline, backoff = time.monotonic() + self.timeout, Backoff()
+        while self.running and time.monotonic() < deadline:
+            got = self._poll()
+            if got is None:
+                backoff.sleep()
+                continue
+            backoff.reset()
+            r, msg = got
+            self.running.pop(r, None)
+            self.suspect.discard(r)
+            if msg[0] == "bye":
+                self.live.discard(r)
+        for r in self.running:  # still busy: its late answer must not be read as the new context's
+            self.live.discard(r)
+        self.running.clear()
+        if not self.live:
+            raise RuntimeError("every worker rank has exited")
+        self.idle = set(self.live)
+        self._init(initializer, initargs)
+        self._info("MPI pool: %d worker ranks ready with a new context", len(self.live))
 
     # -- plumbing
     def _send(self, msg: Any, rank: int) -> None:
@@ -293,6 +329,8 @@ def serve(comm: Any = None) -> int:
                     break
                 if msg[0] == "init":
                     init_deadline = 0.0
+                    close_context(ctx)  # a new context (`MPIPool.reinit`): the old one's envs go first
+                    ctx = None
                     try:
                         ctx, ready = (msg[1](*msg[2]) if msg[1] is not None else None), True
                         post(("ready", None))

@@ -140,6 +140,66 @@ def test_resume_equivalence(tmp_path):
     } <= keys
 
 
+def checks_of(run: RunDir) -> dict[int, dict]:
+    out = {}
+    for f in sorted((run.path / "controller" / "checks").glob("gen_*.npz")):
+        with np.load(f) as z:
+            out[int(z["generation"])] = {k: z[k] for k in z.files}
+    return out
+
+
+def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp_path):
+    """es.draws: draw 0 is the one-draw training bit for bit, draw 1 CMA-ES afresh with es.seed + 1 (its first
+    population that of a fresh start with that seed); es.pick_real: every check plays the same seeds, best.npz is the
+    best of those, a rerun plays only the checks without a result; a kill inside draw 2 resumes exactly."""
+    from wm.engine import ToyEvaluator
+    from wm.stages.train_controller import pick_seeds
+
+    two = toy_cfg(**{"es.draws": 2, "es.pick_real": 3})
+    run = stage(two, tmp_path / "d")
+    one = stage(toy_cfg(), tmp_path / "one")
+    h = history(run)
+    assert [r["es/generation"] for r in h] == list(range(1, 9)) and [r["es/draw"] for r in h] == [1] * 4 + [2] * 4
+    assert [r["es/mean"] for r in h[:4]] == [r["es/mean"] for r in history(one)]
+    checks = checks_of(run)
+    assert sorted(checks) == [2, 4, 6, 8] and [int(c["draw"]) for c in checks.values()] == [0, 0, 1, 1]
+    for g in (2, 4):
+        np.testing.assert_array_equal(checks[g]["params"], checks_of(one)[g]["params"])
+    seeds = pick_seeds(run.load_config())
+    assert len(seeds) == 3 and (seeds >= 2**24).all()
+    toy = ToyEvaluator(192, 111)
+    for c in checks.values():
+        assert int(c["real_episodes"]) == 3
+        assert float(c["real"]) == pytest.approx(float(toy.evaluate(c["params"][None], seeds[None])[0].mean()), abs=1e-12)
+    top = max(checks.values(), key=lambda c: float(c["real"]))
+    with np.load(run.params("best")) as f:
+        np.testing.assert_array_equal(f["params"], top["params"])
+    done = run.done_info("train-controller")
+    assert done["pick/generation"] == int(top["generation"]) and done["pick/real"] == float(top["real"])
+    # a check without its result (a kill during the pick) is played again, alone
+    c6 = dict(checks[6])
+    for k in ("real", "real_std", "real_episodes"):
+        c6.pop(k)
+    np.savez(run.check_params(6), **c6)
+    stage(two, run.path)
+    assert "pick: 1 of 4 checks × 3 real episodes" in run.log_path("train-controller").read_text()
+    assert float(checks_of(run)[6]["real"]) == float(checks[6]["real"])
+    # killed at the end of draw 1: the checkpoint holds draw 2's fresh CMA-ES (seed es.seed + 1); resumed, the
+    # same history, checks and pick
+    from wm.es.others import es_from_state, make_es
+
+    with pytest.raises(KeyboardInterrupt):
+        stage(two, tmp_path / "k", stop_after=4)
+    st = pickle.loads(RunDir(tmp_path / "k").es_state.read_bytes())
+    assert st["draw"] == 1 and st["generation"] == 4
+    fresh = make_es(run.load_config().es, 192, seed=112)
+    np.testing.assert_array_equal(es_from_state(st["es"]).ask(), fresh.ask())
+    k = stage(two, tmp_path / "k")
+    assert history(k) == h and k.done_info("train-controller")["pick/generation"] == done["pick/generation"]
+    with pytest.raises(WMError, match="es.draws must be 1 or more"):
+        stage(toy_cfg(**{"es.draws": 0}), tmp_path / "z")
+
+
 def test_toy_stage_improves(tmp_path):
     run = stage(toy_cfg(**{"es.generations": 30, "es.sigma0": 0.05, "es.eval_every": 30}), tmp_path / "r")
     h = history(run)
@@ -215,3 +275,5 @@ def test_extend_continues_a_finished_training_from_its_checkpoint(tmp_path, caps
     assert main([*cmd, "--extend", *sets, "es.generations=4"]) == 0
     assert history(b) == history(straight) and [r["es/generation"] for r in history(b)] == [1, 2, 3, 4]
     assert b.is_done("train-controller")
+    assert main([*cmd, "--extend", *sets, "es.generations=6", "es.draws=2"]) != 0  # one draw continues, not several
+    assert "--extend continues one CMA-ES draw" in capsys.readouterr().err and len(history(b)) == 4

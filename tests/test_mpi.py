@@ -69,6 +69,27 @@ def test_three_ranks_match_the_serial_run(tmp_path, repo_root, serial):
     assert RunDir(run).is_done("train-controller")
 
 
+def test_draws_and_the_real_pick_over_ranks_match_the_serial_run(tmp_path, repo_root):
+    """Two draws then the pick: the worker ranks get a new context for the pick (`MPIPool.reinit`) and play the
+    same episodes the serial run plays; the same checks, real results and best.npz."""
+    import numpy as np
+
+    sets = ("es.draws=2", "es.pick_real=3")
+    runs = {n: tmp_path / f"r{n}" for n in (1, 3)}
+    for n, run in runs.items():
+        p = subprocess.run(cmd(run, *sets, ranks=n), capture_output=True, text=True, timeout=120, cwd=repo_root)
+        assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "MPI pool: 2 worker ranks ready with a new context" in p.stdout
+    assert history(runs[3]) == history(runs[1]) and len(history(runs[3])) == 6
+    files = sorted(p.name for p in (runs[1] / "controller" / "checks").iterdir())
+    assert files == ["gen_0002.npz", "gen_0003.npz", "gen_0005.npz", "gen_0006.npz"]
+    for name in [*files, "../best.npz"]:
+        with np.load(runs[1] / "controller" / "checks" / name) as a, np.load(runs[3] / "controller" / "checks" / name) as b:
+            assert a.files == b.files and "real" in a.files
+            for k in a.files:
+                np.testing.assert_array_equal(a[k], b[k])
+
+
 def test_raising_and_hanging_tasks(tmp_path, repo_root, serial):
     faults = tmp_path / "faults"
     faults.mkdir()

@@ -202,11 +202,12 @@ class SimpleGA(_Base):
         return fit
 
 
-def make_es(es_cfg, n: int, x0: np.ndarray | None = None):
-    """The optimiser `es.algorithm` names, from the `es` config section."""
+def make_es(es_cfg, n: int, x0: np.ndarray | None = None, seed: int | None = None):
+    """The optimiser `es.algorithm` names, from the `es` config section (`seed`: instead of `es.seed`, a draw's)."""
     algo = str(es_cfg.algorithm)
     e = es_cfg
-    args = (n, int(e.popsize), float(e.sigma0), float(e.weight_decay), int(e.seed), bool(e.antithetic))
+    seed = int(e.seed) if seed is None else int(seed)
+    args = (n, int(e.popsize), float(e.sigma0), float(e.weight_decay), seed, bool(e.antithetic))
     if algo == "cma":
         from wm.es.cmaes import CMAES
 

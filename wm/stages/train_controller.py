@@ -67,6 +67,8 @@ def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
     if not continues(args) or getattr(args, "force", False):
         return
+    if int(cfg.es.draws) > 1:
+        raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
     if not run.es_state.exists():
         raise WMError(f"--extend: no checkpoint {run.es_state} to continue; train first (or use --force)")
     done = int(_read_state(run.es_state).get("generation", 0))
@@ -84,6 +86,10 @@ def check_fitness(cfg: Config) -> None:
     kind = cfg.es.fitness
     if kind not in ("dream", "real", "toy"):
         raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
+    if int(cfg.es.draws) < 1:
+        raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
+    if int(cfg.es.pick_real) < 0:
+        raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
     if kind == "dream" and cfg.env.name != "doom_takecover" and not cfg.mdnrnn.predict_reward:
         raise WMError(
             f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
@@ -102,14 +108,21 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
         raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
     if kind == "dream" and not run.initial_z.exists():
         raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
-    if kind == "real" and not run.is_done("train-vae"):
-        raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real fitness encodes frames with V)")
+    if (kind == "real" or int(cfg.es.pick_real) > 0) and not run.is_done("train-vae"):
+        raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real episodes encode frames with V)")
 
 
 def eval_seeds(cfg: Config) -> np.ndarray:
     """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
     return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(
         TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64
+    )
+
+
+def pick_seeds(cfg: Config) -> np.ndarray:
+    """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones)."""
+    return np.random.default_rng([int(cfg.es.seed), 0x91C4]).integers(
+        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64
     )
 
 
@@ -218,7 +231,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
 
     check_upstream(cfg, run)
     es_cfg = cfg.es
-    P, K, G = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations)
+    P, K, G, D = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations), int(es_cfg.draws)
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
     out = run.stage_dir(VERB)
     out.mkdir(parents=True, exist_ok=True)
@@ -227,11 +240,15 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
         state_path.unlink(missing_ok=True)
     if state_path.exists():
         st = _load_state(state_path, n, P, str(es_cfg.algorithm))
+        if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
+            raise WMError(
+                f"{state_path}: its draws are {st.get('draw_generations')} generations long and es.generations is "
+                f"{G}; rerun with --force to start afresh"
+            )
         es = es_from_state(st["es"])
     else:
         shutil.rmtree(run.check_params(0).parent, ignore_errors=True)  # an earlier training's checks
-        x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
-        es = make_es(es_cfg, n, x0)
+        es = make_es(es_cfg, n, initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None)
         st = {
             "version": STATE_VERSION,
             "n_params": n,
@@ -242,6 +259,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             "best_eval": -np.inf,
             "best_eval_gen": 0,
             "metrics_bytes": 0,
+            "draw": 0,  # es.draws: the draw in progress (0-based), each draw_generations long
+            "draw_generations": G,
         }
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
@@ -259,7 +278,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
         log.info(
-            "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s",
+            "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s%s",
             "resuming" if gen0 else "starting",
             {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(str(es_cfg.algorithm), es_cfg.algorithm),
             n,
@@ -267,7 +286,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             K,
             es_cfg.fitness,
             gen0,
-            G,
+            G * D,
+            f", {D} draws of {G}" if D > 1 else "",
             "" if gen0 else f" (σ₀ {es_cfg.sigma0}{', mean from ' + str(es_cfg.init_from) if es_cfg.init_from else ''})",
         )
         try:
@@ -284,7 +304,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             f"; the batched dream pool: this process, {devices} (es.device {es_cfg.device})" if batched else "",
         )
         try:
-            while st["generation"] < G:
+            while st["generation"] < G * D:
                 if stop_after and st["generation"] - gen0 >= stop_after:
                     stop.set()
                 if stop.is_set():
@@ -297,6 +317,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                 fitness = returns.mean(axis=1)
                 es.tell(fitness)
                 gen = st["generation"] + 1
+                draw = int(st.get("draw", 0))
+                local = gen - draw * G  # the generation within its draw
                 ok = np.isfinite(fitness)
                 st["best_fitness"] = max(st["best_fitness"], float(fitness[ok].max()))
                 rec = {
@@ -311,12 +333,14 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     "es/len_max": lengths[ok].max(),
                     "es/lost": lost,
                 }
+                if D > 1:
+                    rec["es/draw"] = draw + 1
                 if curriculum.cap:
                     rec["es/episode_cap"] = curriculum.cap
                     curriculum.update(float(np.nanmean(fitness)) if np.isfinite(fitness).any() else -np.inf)
                 episodes = P * K
                 mean = es.mean
-                if gen % int(es_cfg.eval_every) == 0 or gen == G:
+                if local % int(es_cfg.eval_every) == 0 or local == G:
                     E = len(seeds_eval)
                     rows = -(-E // K)
                     padded = np.resize(seeds_eval, rows * K).reshape(rows, K)
@@ -325,7 +349,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     ev = ev[np.isfinite(ev)]
                     episodes += E
                     score = float(ev.mean())
-                    check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen)}
+                    check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen), "draw": np.int64(draw)}
                     run.check_params(gen).parent.mkdir(parents=True, exist_ok=True)
                     atomic_savez(run.check_params(gen), **check)
                     if score > st["best_eval"]:
@@ -337,9 +361,15 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                 rec.update({"es/elapsed": st["elapsed"], "es/evals_per_s": episodes / max(dt, 1e-9)})
                 log.scalars(gen, rec)
                 atomic_savez(run.params("mean"), params=mean, generation=np.int64(gen))
+                if local == G and draw + 1 < D:  # the next draw: CMA-ES afresh from the same start, its own seed
+                    st["draw"] = draw + 1
+                    x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
+                    es = make_es(es_cfg, n, x0, seed=int(es_cfg.seed) + draw + 1)
+                    log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
                 st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
                 st["curriculum"] = curriculum.state_dict()
                 save(st)
+            picked = _pick_real(cfg, run, pool, spec, log) if int(es_cfg.pick_real) > 0 else {}
         except KeyboardInterrupt:
             if "es" in st:
                 save(st)  # the last complete generation; the one in flight is dropped
@@ -356,7 +386,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
         log.info(
             "done: %d generations, best eval %.2f at generation %d", st["generation"], st["best_eval"], st["best_eval_gen"]
         )
-    last = {k: v for k, v in (rec if G > gen0 else {}).items() if k in ("es/mean",)}
+    last = {k: v for k, v in (rec if G * D > gen0 else {}).items() if k in ("es/mean",)}
     run.mark_done(
         VERB,
         {
@@ -364,6 +394,59 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             "es/best": st["best_fitness"],
             "es/eval_best": st["best_eval"],
             "best_generation": st["best_eval_gen"],
+            **picked,
             **last,
         },
     )
+
+
+def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict[str, float]:
+    """`es.pick_real`: every kept check (all draws) plays the same N real episodes on training-side seeds, with the
+    run's V and M and the renderer C trained with; `best.npz` becomes the best of them. Each check's result is kept
+    in its file (`real`, `real_std`, `real_episodes`), so a rerun after a kill plays only the checks left. The
+    workers get a real-env context (`pool.reinit`); the checks of one draw go out together, one task per worker."""
+    from dataclasses import replace
+
+    from wm.engine import evaluate_task, gather, init_worker, make_tasks
+
+    N, seeds = int(cfg.es.pick_real), pick_seeds(cfg)
+    files = sorted(run.check_params(0).parent.glob("gen_*.npz"))
+    checks = []
+    for f in files:
+        with np.load(f) as z:
+            checks.append({k: z[k] for k in z.files})
+    todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
+    if todo:
+        kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
+        pool.reinit(init_worker, (replace(spec, kind=kind),))
+        log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(todo), len(checks), N)
+    for d in sorted({int(checks[i].get("draw", 0)) for i in todo}):
+        idx = [i for i in todo if int(checks[i].get("draw", 0)) == d]
+        params = np.stack([checks[i]["params"] for i in idx])
+        res = pool.map(evaluate_task, make_tasks(params, np.tile(seeds, (len(idx), 1)), -(-len(idx) // pool.size)))
+        returns = gather(res, len(idx), N)[0]
+        for j, i in enumerate(idx):
+            if not np.isfinite(returns[j]).all():
+                raise WMError(f"pick: the real episodes of {files[i].name} were lost (a failed task); rerun to play them")
+            c = checks[i]
+            c.update(real=np.float64(returns[j].mean()), real_std=np.float64(returns[j].std()), real_episodes=np.int64(N))
+            atomic_savez(files[i], **c)
+            log.info(
+                "pick: generation %d (draw %d): check %.1f, real %.1f ± %.1f",
+                int(c["generation"]),
+                d + 1,
+                float(c["score"]),
+                float(c["real"]),
+                float(c["real_std"]),
+            )
+    best = max(checks, key=lambda c: float(c["real"]))
+    atomic_savez(run.params("best"), **best)
+    log.info(
+        "pick: best.npz is generation %d (draw %d): real %.1f on %d episodes, check %.1f",
+        int(best["generation"]),
+        int(best.get("draw", 0)) + 1,
+        float(best["real"]),
+        N,
+        float(best["score"]),
+    )
+    return {"pick/generation": int(best["generation"]), "pick/real": float(best["real"]), "pick/check": float(best["score"])}
