@@ -8,7 +8,9 @@ import json
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wm.rundir import STAGES, RunDir, read_jsonl
@@ -45,9 +47,30 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     dream = RunDir(tmp_path / "car-dream")
     shutil.copytree(run.path, dream.path)
     sets = ["es.fitness=dream", "es.curriculum=[]", "es.no_progress_steps=0"]  # the budgets are real-env ones
-    cmd = [sys.executable, "-m", "wm", "train-controller", "--run", str(dream.path), "--force", "--set", *sets]
-    done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    sets += ["es.draws=2", "es.pick_real=2"]  # two draws, then every check plays 2 real tracks: the pick
+    mpirun = str(Path(sys.executable).with_name("mpirun"))
+    cmd = [mpirun, "-n", "3", sys.executable, "-m", "wm", "train-controller", "--run", str(dream.path), "--force"]
+    done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     assert "fitness dream" in done.stdout + done.stderr
-    last = [r for r in read_jsonl(dream.metrics_path("train-controller")) if "es/generation" in r][-1]
-    assert last["es/mean"] != last["es/len_mean"]  # +1 per step would make them equal
+    hist = [r for r in read_jsonl(dream.metrics_path("train-controller")) if "es/generation" in r]
+    assert hist[-1]["es/mean"] != hist[-1]["es/len_mean"]  # +1 per step would make them equal
+    assert [r["es/draw"] for r in hist] == [1, 1, 2, 2]
+
+    # the pick: the ranks swapped their dream for real CarRacing; each check's real score is what the same
+    # params score on the same tracks played apart (the engine's own pool, one process)
+    from wm.engine import EvalSpec, evaluate_seeds
+    from wm.stages.train_controller import pick_seeds
+
+    cfg = dream.load_config()
+    seeds = [int(x) for x in pick_seeds(cfg)]
+    checks = sorted((dream.path / "controller" / "checks").glob("gen_*.npz"))
+    assert [c.name for c in checks] == ["gen_0002.npz", "gen_0004.npz"]
+    real = []
+    for c in checks:
+        with np.load(c) as z:
+            returns, _ = evaluate_seeds(EvalSpec("real", cfg.to_dict(), str(dream.path)), z["params"], seeds, z["params"].size)
+            assert int(z["real_episodes"]) == 2 and float(z["real"]) == pytest.approx(returns.mean(), abs=1e-6)
+            real.append((float(z["real"]), z["params"]))
+    with np.load(dream.params("best")) as b:
+        np.testing.assert_array_equal(b["params"], max(real, key=lambda r: r[0])[1])

@@ -33,7 +33,7 @@ def test_stage_records_are_consistent():
         for key in s.writes:  # a stage writes into its own folder
             assert ARTIFACTS[key][0] == s.verb, (s.verb, key)
         assert s.key_figures and all(
-            k.startswith(("collect/", "vae/", "encode/", "mdnrnn/", "es/", "eval/")) for k in s.key_figures
+            k.startswith(("collect/", "vae/", "encode/", "mdnrnn/", "es/", "pick/", "eval/")) for k in s.key_figures
         )
         assert registry.stage(s.verb) is registry.stage(s.name) is registry.stage(s.dir) is s
     with pytest.raises(KeyError):
@@ -50,11 +50,13 @@ def test_status_rows_come_from_the_registry(tmp_path):
         (run.episodes_dir / f"ep_{i:06d}.npz").write_bytes(b"x")
     run.metrics_path("train-vae").parent.mkdir(parents=True)
     run.metrics_path("train-vae").write_text(json.dumps({"step": 5, "vae/loss": 2.5, "vae/other": 1}) + "\n")
+    run.mark_done("train-controller", {"es/eval_best": 9.0, "pick/generation": 20, "pick/real": 429.2})
     rows = stage_rows(run)
     assert [r[0] for r in rows] == [s.verb for s in registry.STAGES]
     figs = dict((v, f) for v, _, f in rows)
     assert figs["collect"] == {"collect/episodes": 3}  # the registry's `figures` read from files
     assert figs["train-vae"] == {"vae/loss": 2.5}  # only the registry's key figures of the last record
+    assert figs["train-controller"] == {"pick/generation": 20, "pick/real": 429.2}  # es.pick_real's choice (DONE)
 
 
 def test_pipeline_progress_comes_from_the_registry(tmp_path):

@@ -82,6 +82,11 @@ def _series_figures(run: RunDir) -> dict[str, Any]:
     return {"encode/episodes": run.count_episodes(run.series_dir)} if run.series_dir.exists() else {}
 
 
+def _controller_figures(run: RunDir) -> dict[str, Any]:
+    """The real pick of `es.pick_real` (train-controller's DONE): which check best.npz is and its real score."""
+    return {k: v for k, v in run.done_info("train-controller").items() if k.startswith("pick/")}
+
+
 def _eval_figures(run: RunDir) -> dict[str, Any]:
     import json
 
@@ -216,7 +221,8 @@ STAGES: tuple[Stage, ...] = (
         tf=True,
         reads=("mdnrnn_weights", "initial_z", "vae_weights"),
         writes=("es_state", "params_best", "params_mean"),
-        key_figures=("es/generation", "es/mean", "es/best", "es/eval_best"),
+        key_figures=("es/generation", "es/mean", "es/best", "es/eval_best", "pick/generation", "pick/real"),
+        figures=_controller_figures,
         progress=_es_progress,
         plots=(
             Plot(

@@ -15,6 +15,10 @@ finished training from its checkpoint. SIGINT/SIGTERM: the master stops at once 
 generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their envs) and
 exits; rerunning the command resumes.
 
+`es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
+`es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
+of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it).
+
 `es.fitness`: `dream` (M as the env, `wm.dream`), `real` (V + M + C in real envs, `wm.rollout`), or `toy`
 (a quadratic, for tests of this machinery without trained models).
 """
@@ -365,6 +369,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     st["draw"] = draw + 1
                     x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
                     es = make_es(es_cfg, n, x0, seed=int(es_cfg.seed) + draw + 1)
+                    curriculum = Curriculum.from_config(cfg)  # a real-fitness episode budget starts over too
                     log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
                 st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
                 st["curriculum"] = curriculum.state_dict()
