@@ -124,5 +124,6 @@ def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_ru
     assert (r.es.fitness, r.mdnrnn.init_from, r.mdnrnn.predict_done, r.mdnrnn.predict_reward) == ("dream", "", True, True)
     assert r.mdnrnn.dropout == 0.1 and r.dream.max_steps == 1000 and r.es.curriculum == [] and r.es.no_progress_steps == 0
     assert r.collect.policy == "agent" and r.collect.episodes == 500 and r.iterate.rounds == 0
+    assert (r.es.draws, r.es.pick_real) == (4, 16) and (small.es.draws, small.es.pick_real) == (1, 0)
     with pytest.raises(WMError, match="'dream' has settings for carracing only"):
         C.load(["doom_takecover", "small", "dream"])
