@@ -200,6 +200,24 @@ def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp
         stage(toy_cfg(**{"es.draws": 0}), tmp_path / "z")
 
 
+def test_a_pick_task_lost_for_good_keeps_the_other_results_and_a_rerun_plays_only_its_checks(tmp_path, monkeypatch):
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    monkeypatch.setenv("WM_TOY_FAULTS", str(faults))
+    run = stage(toy_cfg(**{"es.draws": 2}), tmp_path / "r")  # trained, no pick
+    (faults / "raise-1").write_text("")  # the task of draw 1's checks raises once; no retries
+    cfg = toy_cfg(**{"es.draws": 2, "es.pick_real": 3, "es.task_retries": 0})
+    with pytest.raises(WMError, match="pick: the real episodes of gen_0002.npz, gen_0004.npz were lost"):
+        stage(cfg, run.path)
+    checks = checks_of(run)
+    assert ["real" in c for c in checks.values()] == [False, False, True, True]
+    assert "pick/real" not in run.done_info("train-controller")
+    stage(cfg, run.path)
+    assert "pick: 2 of 4 checks × 3 real episodes" in run.log_path("train-controller").read_text()
+    assert all(int(c["real_episodes"]) == 3 for c in checks_of(run).values())
+    assert "pick/real" in run.done_info("train-controller")
+
+
 def test_toy_stage_improves(tmp_path):
     run = stage(toy_cfg(**{"es.generations": 30, "es.sigma0": 0.05, "es.eval_every": 30}), tmp_path / "r")
     h = history(run)

@@ -425,6 +425,7 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
         kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
         pool.reinit(init_worker, (replace(spec, kind=kind),))
         log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(todo), len(checks), N)
+    lost: list[str] = []
     for d in sorted({int(checks[i].get("draw", 0)) for i in todo}):
         idx = [i for i in todo if int(checks[i].get("draw", 0)) == d]
         params = np.stack([checks[i]["params"] for i in idx])
@@ -432,7 +433,8 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
         returns = gather(res, len(idx), N)[0]
         for j, i in enumerate(idx):
             if not np.isfinite(returns[j]).all():
-                raise WMError(f"pick: the real episodes of {files[i].name} were lost (a failed task); rerun to play them")
+                lost.append(files[i].name)
+                continue
             c = checks[i]
             c.update(real=np.float64(returns[j].mean()), real_std=np.float64(returns[j].std()), real_episodes=np.int64(N))
             atomic_savez(files[i], **c)
@@ -444,6 +446,8 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
                 float(c["real"]),
                 float(c["real_std"]),
             )
+    if lost:  # the others' results are kept: a rerun plays only these
+        raise WMError(f"pick: the real episodes of {', '.join(lost)} were lost (a failed task); rerun to play them")
     best = max(checks, key=lambda c: float(c["real"]))
     atomic_savez(run.params("best"), **best)
     log.info(
