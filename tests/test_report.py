@@ -98,6 +98,32 @@ def test_report_on_empty_run_has_no_dangling_links(tmp_path):
     assert not (run.path / "plots").exists()
 
 
+def test_the_report_lists_cs_checks_with_their_real_pick_and_marks_best(tmp_path):
+    """`## C's checks`: each kept check's own score beside the real score `es.pick_real` gave it, and the check
+    best.npz holds (the pick's, not the best check's)."""
+    from wm.rundir import atomic_savez
+
+    run = _fixture_run(tmp_path, evals=False)
+    assert "## C's checks" not in R.render(run)
+    for g, draw, score, real in ((2, 0, 120.0, 300.0), (4, 0, 130.0, 250.0), (6, 1, 140.0, -20.0)):
+        run.check_params(g).parent.mkdir(parents=True, exist_ok=True)
+        atomic_savez(
+            run.check_params(g),
+            params=np.full(3, float(g)),
+            score=np.float64(score),
+            generation=np.int64(g),
+            draw=np.int64(draw),
+            real=np.float64(real),
+            real_std=np.float64(5.0),
+            real_episodes=np.int64(16),
+        )
+    atomic_savez(run.params("best"), params=np.full(3, 2.0))
+    md = R.render(run)
+    assert "| generation | draw | check (dream, 8 episodes) | real (the pick, 16 training-side episodes) |" in md
+    assert "| 2 | 0 | 120.0 | 300.0 ± 5.0 ← best.npz |" in md
+    assert "| 6 | 1 | 140.0 | -20.0 ± 5.0 |" in md and md.count("← best.npz") == 1
+
+
 def test_series_dedupes_resumed_steps():
     recs = [{"step": 2, "k": 1.0}, {"step": 1, "k": 5.0}, {"step": 2, "k": 3.0}, {"step": 3, "k": "nan"}, {"step": 4}]
     xs, ys = R.series_of(recs, "k")

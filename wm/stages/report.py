@@ -152,6 +152,33 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     return lines
 
 
+def checks_section(run: RunDir, cfg: Any) -> list[str]:
+    """C's kept checks (`controller/checks/`): each check's score in C's own fitness (the dream or the game) beside
+    its real score once `es.pick_real` played it, the draw it belongs to, and the check `best.npz` holds: the
+    dream-trained C's real learning curve."""
+    import numpy as np
+
+    folder = run.check_params(0).parent
+    files = sorted(folder.glob("gen_*.npz")) if folder.exists() else []
+    if not files:
+        return []
+    best = None
+    if run.params("best").exists():
+        with np.load(run.params("best")) as b:
+            best = b["params"]
+    rows, picked = [], 0
+    for f in files:
+        with np.load(f) as z:
+            real = f"{float(z['real']):.1f} ± {float(z['real_std']):.1f}" if "real" in z.files else "—"
+            mark = " ← best.npz" if best is not None and np.array_equal(z["params"], best) else ""
+            draw = int(z["draw"]) if "draw" in z.files else 0
+            rows.append(f"| {int(z['generation'])} | {draw} | {float(z['score']):.1f} | {real}{mark} |")
+            picked = picked or (int(z["real_episodes"]) if "real" in z.files else 0)
+    head = f"check ({cfg.es.fitness}, {cfg.es.eval_episodes} episodes)"
+    real = f"real (the pick, {picked} training-side episodes)" if picked else "real"
+    return ["", "## C's checks", "", f"| generation | draw | {head} | {real} |", "|---|---|---|---|", *rows]
+
+
 def evaluations(run: RunDir) -> list[dict[str, Any]]:
     """Every `eval/<tag>/summary.json`, the default real evaluation first."""
     out = []
@@ -221,6 +248,7 @@ def render(run: RunDir) -> str:
         fig = figures(figs, ", ") or "—"
         lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
     lines += rounds_section(run, pipeline)
+    lines += checks_section(run, cfg)
     lines += ["", "## Evaluation", ""]
     evals = evaluations(run)
     if evals:
