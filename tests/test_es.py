@@ -141,11 +141,7 @@ def test_resume_equivalence(tmp_path):
 
 
 def checks_of(run: RunDir) -> dict[int, dict]:
-    out = {}
-    for f in sorted((run.path / "controller" / "checks").glob("gen_*.npz")):
-        with np.load(f) as z:
-            out[int(z["generation"])] = {k: z[k] for k in z.files}
-    return out
+    return {int(c["generation"]): c for _, c in run.checks()}
 
 
 def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp_path):

@@ -270,10 +270,24 @@ class RunDir:
             raise WMError(f"controller parameters must be one of {sorted(PARAMS)}, got {which!r}")
         return self.artifact(PARAMS[which])
 
+    @property
+    def checks_dir(self) -> Path:
+        """`controller/checks/`: C's CMA mean at each of its checks (`check_params`)."""
+        return self.params("mean").parent / "checks"
+
     def check_params(self, generation: int) -> Path:
         """`controller/checks/gen_NNNN.npz`: C's CMA mean at one of its checks (`es.eval_every`), with the check's
-        score: the points of a real-game learning curve (`evaluate --params` on each)."""
-        return self.params("mean").parent / "checks" / f"gen_{generation:04d}.npz"
+        score, its draw (`es.draws`) and, once `es.pick_real` played it, its real score: the points of a real-game
+        learning curve."""
+        return self.checks_dir / f"gen_{generation:04d}.npz"
+
+    def checks(self) -> list[tuple[Path, dict[str, np.ndarray]]]:
+        """Every kept check in generation order: its file and its arrays (read once, the file closed)."""
+        out = []
+        for f in sorted(self.checks_dir.glob("gen_*.npz")) if self.checks_dir.exists() else []:
+            with np.load(f) as z:
+                out.append((f, {k: z[k] for k in z.files}))
+        return out
 
     def eval_dir(self, tag: str) -> Path:
         """`eval/<tag>/`: episodes.jsonl, summary.json and GIFs of one evaluation."""

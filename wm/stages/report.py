@@ -158,22 +158,19 @@ def checks_section(run: RunDir, cfg: Any) -> list[str]:
     dream-trained C's real learning curve."""
     import numpy as np
 
-    folder = run.check_params(0).parent
-    files = sorted(folder.glob("gen_*.npz")) if folder.exists() else []
-    if not files:
+    checks = [c for _, c in run.checks()]
+    if not checks:
         return []
     best = None
     if run.params("best").exists():
         with np.load(run.params("best")) as b:
             best = b["params"]
     rows, picked = [], 0
-    for f in files:
-        with np.load(f) as z:
-            real = f"{float(z['real']):.1f} ± {float(z['real_std']):.1f}" if "real" in z.files else "—"
-            mark = " ← best.npz" if best is not None and np.array_equal(z["params"], best) else ""
-            draw = int(z["draw"]) if "draw" in z.files else 0
-            rows.append(f"| {int(z['generation'])} | {draw} | {float(z['score']):.1f} | {real}{mark} |")
-            picked = picked or (int(z["real_episodes"]) if "real" in z.files else 0)
+    for z in checks:
+        real = f"{float(z['real']):.1f} ± {float(z['real_std']):.1f}" if "real" in z else "—"
+        mark = " ← best.npz" if best is not None and np.array_equal(z["params"], best) else ""
+        rows.append(f"| {int(z['generation'])} | {int(z.get('draw', 0))} | {float(z['score']):.1f} | {real}{mark} |")
+        picked = picked or (int(z["real_episodes"]) if "real" in z else 0)
     head = f"check ({cfg.es.fitness}, {cfg.es.eval_episodes} episodes)"
     real = f"real (the pick, {picked} training-side episodes)" if picked else "real"
     return ["", "## C's checks", "", f"| generation | draw | {head} | {real} |", "|---|---|---|---|", *rows]

@@ -242,6 +242,12 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     state_path, metrics = run.es_state, run.metrics_path(VERB)
     if getattr(args, "force", False):
         state_path.unlink(missing_ok=True)
+
+    def fresh_es(draw: int) -> Any:
+        """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from `es.init_from` (or zero), seeded `es.seed + draw`."""
+        x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
+        return make_es(es_cfg, n, x0, seed=int(es_cfg.seed) + draw)
+
     if state_path.exists():
         st = _load_state(state_path, n, P, str(es_cfg.algorithm))
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
@@ -251,8 +257,8 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             )
         es = es_from_state(st["es"])
     else:
-        shutil.rmtree(run.check_params(0).parent, ignore_errors=True)  # an earlier training's checks
-        es = make_es(es_cfg, n, initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None)
+        shutil.rmtree(run.checks_dir, ignore_errors=True)  # an earlier training's checks
+        es = fresh_es(0)
         st = {
             "version": STATE_VERSION,
             "n_params": n,
@@ -354,7 +360,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                     episodes += E
                     score = float(ev.mean())
                     check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen), "draw": np.int64(draw)}
-                    run.check_params(gen).parent.mkdir(parents=True, exist_ok=True)
+                    run.checks_dir.mkdir(parents=True, exist_ok=True)
                     atomic_savez(run.check_params(gen), **check)
                     if score > st["best_eval"]:
                         st["best_eval"], st["best_eval_gen"] = score, gen
@@ -367,8 +373,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
                 atomic_savez(run.params("mean"), params=mean, generation=np.int64(gen))
                 if local == G and draw + 1 < D:  # the next draw: CMA-ES afresh from the same start, its own seed
                     st["draw"] = draw + 1
-                    x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
-                    es = make_es(es_cfg, n, x0, seed=int(es_cfg.seed) + draw + 1)
+                    es = fresh_es(draw + 1)
                     curriculum = Curriculum.from_config(cfg)  # a real-fitness episode budget starts over too
                     log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
                 st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
@@ -415,11 +420,8 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
     from wm.engine import evaluate_task, gather, init_worker, make_tasks
 
     N, seeds = int(cfg.es.pick_real), pick_seeds(cfg)
-    files = sorted(run.check_params(0).parent.glob("gen_*.npz"))
-    checks = []
-    for f in files:
-        with np.load(f) as z:
-            checks.append({k: z[k] for k in z.files})
+    found = run.checks()
+    files, checks = [f for f, _ in found], [c for _, c in found]
     todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
     if todo:
         kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
