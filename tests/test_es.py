@@ -196,6 +196,44 @@ def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp
         stage(toy_cfg(**{"es.draws": 0}), tmp_path / "z")
 
 
+def test_pick_top_plays_the_best_checks_again_on_other_seeds_and_keeps_the_best_over_both(tmp_path):
+    """es.pick_top: the K best checks by the first N real episodes play N more on seeds of their own; best.npz is
+    the best by the mean over all 2N (the toy evaluator on both seed sets, by an independent sum), the others keep
+    their first result only, and a rerun after a kill in the second round plays only its checks left."""
+    from wm.engine import ToyEvaluator
+    from wm.stages.train_controller import pick_seeds
+
+    cfg = toy_cfg(**{"es.draws": 2, "es.pick_real": 3, "es.pick_top": 2, "es.sigma0": 0.5})
+    run = stage(cfg, tmp_path / "t")
+    first, second = pick_seeds(run.load_config()), pick_seeds(run.load_config(), 2)
+    assert not set(first) & set(second)
+    toy = ToyEvaluator(192, 111)
+    checks = checks_of(run)
+    ranked = sorted(checks, key=lambda g: -float(checks[g]["real"]))
+    for g in ranked[:2]:
+        both = np.concatenate([toy.evaluate(checks[g]["params"][None], s[None])[0] for s in (first, second)])
+        assert int(checks[g]["real_top_episodes"]) == 6
+        assert float(checks[g]["real_top"]) == pytest.approx(both.sum() / 6, abs=1e-9)
+        assert float(checks[g]["real_top_std"]) == pytest.approx(both.std(), abs=1e-9)
+    assert all("real_top" not in checks[g] for g in ranked[2:])
+    top = max(ranked[:2], key=lambda g: float(checks[g]["real_top"]))
+    with np.load(run.params("best")) as f:
+        np.testing.assert_array_equal(f["params"], checks[top]["params"])
+    done = run.done_info("train-controller")
+    assert done["pick/generation"] == top and done["pick/real"] == float(checks[top]["real_top"])
+    assert done["pick/real_first"] == float(checks[top]["real"])
+    c = dict(checks[ranked[1]])
+    for k in ("real_top", "real_top_std", "real_top_episodes"):
+        c.pop(k)
+    np.savez(run.check_params(ranked[1]), **c)
+    stage(cfg, run.path)
+    log = run.log_path("train-controller").read_text()
+    assert "pick: 1 of the 2 best checks (es.pick_top) × 3 more real episodes (other seeds)" in log
+    assert float(checks_of(run)[ranked[1]]["real_top"]) == float(checks[ranked[1]]["real_top"])
+    with pytest.raises(WMError, match="es.pick_top must be 0"):
+        stage(toy_cfg(**{"es.pick_top": 2}), tmp_path / "z")
+
+
 def test_a_pick_task_lost_for_good_keeps_the_other_results_and_a_rerun_plays_only_its_checks(tmp_path, monkeypatch):
     faults = tmp_path / "faults"
     faults.mkdir()

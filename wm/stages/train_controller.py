@@ -17,7 +17,8 @@ exits; rerunning the command resumes.
 
 `es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
-of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it).
+of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it); `es.pick_top: K` plays the K
+best N more episodes on other seeds and keeps the best over all 2N.
 
 `es.fitness`: `dream` (M as the env, `wm.dream`), `real` (V + M + C in real envs, `wm.rollout`), or `toy`
 (a quadratic, for tests of this machinery without trained models).
@@ -94,6 +95,11 @@ def check_fitness(cfg: Config) -> None:
         raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
     if int(cfg.es.pick_real) < 0:
         raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
+    if int(cfg.es.pick_top) < 0 or (int(cfg.es.pick_top) and not int(cfg.es.pick_real)):
+        raise WMError(
+            f"es.pick_top must be 0 (off) or, with es.pick_real on, how many of the best checks play a second "
+            f"round of real episodes, not {cfg.es.pick_top}"
+        )
     if kind == "dream" and cfg.env.name != "doom_takecover" and not cfg.mdnrnn.predict_reward:
         raise WMError(
             f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
@@ -123,11 +129,11 @@ def eval_seeds(cfg: Config) -> np.ndarray:
     )
 
 
-def pick_seeds(cfg: Config) -> np.ndarray:
-    """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones)."""
-    return np.random.default_rng([int(cfg.es.seed), 0x91C4]).integers(
-        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64
-    )
+def pick_seeds(cfg: Config, stage: int = 1) -> np.ndarray:
+    """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones); stage 2:
+    the other N the `es.pick_top` best play (a stream of their own)."""
+    key = [int(cfg.es.seed), 0x91C4] + ([] if stage == 1 else [stage])
+    return np.random.default_rng(key).integers(TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64)
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
@@ -412,52 +418,85 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
 
 def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict[str, float]:
     """`es.pick_real`: every kept check (all draws) plays the same N real episodes on training-side seeds, with the
-    run's V and M and the renderer C trained with; `best.npz` becomes the best of them. Each check's result is kept
-    in its file (`real`, `real_std`, `real_episodes`), so a rerun after a kill plays only the checks left. The
-    workers get a real-env context (`pool.reinit`); the checks of one draw go out together, one task per worker."""
+    run's V and M and the renderer C trained with; `best.npz` becomes the best of them. `es.pick_top: K`: the K best
+    then play N more (other seeds) and the best over all 2N is kept, so the pick's figure carries less of the luck of
+    being the best of many on N. Each check's results are kept in its file (`real`, `real_std`, `real_episodes`;
+    `real_top`, `real_top_std`, `real_top_episodes` for the second round), so a rerun after a kill plays only the
+    checks left. The workers get a real-env context (`pool.reinit`); the checks of one draw go out together."""
     from dataclasses import replace
 
-    from wm.engine import evaluate_task, gather, init_worker, make_tasks
-
-    N, seeds = int(cfg.es.pick_real), pick_seeds(cfg)
+    N, K = int(cfg.es.pick_real), int(cfg.es.pick_top)
     found = run.checks()
     files, checks = [f for f, _ in found], [c for _, c in found]
-    todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
-    if todo:
-        kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
-        pool.reinit(init_worker, (replace(spec, kind=kind),))
-        log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(todo), len(checks), N)
-    lost: list[str] = []
-    for d in sorted({int(checks[i].get("draw", 0)) for i in todo}):
-        idx = [i for i in todo if int(checks[i].get("draw", 0)) == d]
-        params = np.stack([checks[i]["params"] for i in idx])
-        res = pool.map(evaluate_task, make_tasks(params, np.tile(seeds, (len(idx), 1)), -(-len(idx) // pool.size)))
-        returns = gather(res, len(idx), N)[0]
-        for j, i in enumerate(idx):
-            if not np.isfinite(returns[j]).all():
+    ready: list[bool] = []
+
+    def play(idx: list[int], seeds: np.ndarray, stage: int) -> list[np.ndarray | None]:
+        """Every check in `idx` on `seeds`: its N returns, None for one whose task was lost."""
+        from wm.engine import evaluate_task, gather, init_worker, make_tasks
+
+        if not ready:
+            kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
+            pool.reinit(init_worker, (replace(spec, kind=kind),))
+            ready.append(True)
+        if stage == 1:
+            log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(idx), len(checks), N)
+        else:
+            log.info("pick: %d of the %d best checks (es.pick_top) × %d more real episodes (other seeds)", len(idx), K, N)
+        out: list[np.ndarray | None] = []
+        for d in sorted({int(checks[i].get("draw", 0)) for i in idx}):
+            part = [i for i in idx if int(checks[i].get("draw", 0)) == d]
+            params = np.stack([checks[i]["params"] for i in part])
+            res = pool.map(evaluate_task, make_tasks(params, np.tile(seeds, (len(part), 1)), -(-len(part) // pool.size)))
+            out += [r if np.isfinite(r).all() else None for r in gather(res, len(part), N)[0]]
+        return out
+
+    def record(idx: list[int], returns: list[np.ndarray | None], stage: int) -> list[str]:
+        lost = []
+        for i, r in zip(idx, returns, strict=True):
+            if r is None:
                 lost.append(files[i].name)
                 continue
             c = checks[i]
-            c.update(real=np.float64(returns[j].mean()), real_std=np.float64(returns[j].std()), real_episodes=np.int64(N))
+            if stage == 1:
+                c.update(real=np.float64(r.mean()), real_std=np.float64(r.std()), real_episodes=np.int64(N))
+            else:  # the 2N episodes' mean and std, from the first N's and these
+                m = (float(c["real"]) + float(r.mean())) / 2
+                sq = (float(c["real_std"]) ** 2 + float(c["real"]) ** 2 + float((r**2).mean())) / 2
+                c.update(real_top=np.float64(m), real_top_std=np.float64(np.sqrt(max(sq - m * m, 0.0))))
+                c.update(real_top_episodes=np.int64(2 * N))
             atomic_savez(files[i], **c)
             log.info(
-                "pick: generation %d (draw %d): check %.1f, real %.1f ± %.1f",
+                "pick: generation %d (draw %d): check %.1f, real %.1f ± %.1f%s",
                 int(c["generation"]),
-                d + 1,
+                int(c.get("draw", 0)) + 1,
                 float(c["score"]),
                 float(c["real"]),
                 float(c["real_std"]),
+                f"; over {2 * N}: {float(c['real_top']):.1f} ± {float(c['real_top_std']):.1f}" if stage == 2 else "",
             )
+        return lost
+
+    todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
+    lost = record(todo, play(todo, pick_seeds(cfg), 1), 1) if todo else []
     if lost:  # the others' results are kept: a rerun plays only these
         raise WMError(f"pick: the real episodes of {', '.join(lost)} were lost (a failed task); rerun to play them")
-    best = max(checks, key=lambda c: float(c["real"]))
+    key = "real"
+    if K:
+        top = sorted(range(len(checks)), key=lambda i: -float(checks[i]["real"]))[:K]
+        todo = [i for i in top if int(checks[i].get("real_top_episodes", 0)) != 2 * N]
+        lost = record(todo, play(todo, pick_seeds(cfg, 2), 2), 2) if todo else []
+        if lost:
+            raise WMError(f"pick: the second real episodes of {', '.join(lost)} were lost (a failed task); rerun to play them")
+        checks, key = [checks[i] for i in top], "real_top"
+    best = max(checks, key=lambda c: float(c[key]))
     atomic_savez(run.params("best"), **best)
     log.info(
         "pick: best.npz is generation %d (draw %d): real %.1f on %d episodes, check %.1f",
         int(best["generation"]),
         int(best.get("draw", 0)) + 1,
-        float(best["real"]),
-        N,
+        float(best[key]),
+        N * (2 if K else 1),
         float(best["score"]),
     )
-    return {"pick/generation": int(best["generation"]), "pick/real": float(best["real"]), "pick/check": float(best["score"])}
+    out = {"pick/generation": int(best["generation"]), "pick/real": float(best[key]), "pick/check": float(best["score"])}
+    return out | ({"pick/real_first": float(best["real"])} if K else {})
