@@ -71,6 +71,8 @@ def test_pipeline_progress_comes_from_the_registry(tmp_path):
     run.metrics_path("train-controller").parent.mkdir(parents=True)
     run.metrics_path("train-controller").write_text(json.dumps({"es/generation": 2}) + "\n")
     assert stage_progress(run, cfg, "train-controller") == 0.25
+    two = C.load(["doom_takecover", "tiny"], ["collect.episodes=4", "es.generations=8", "es.draws=2"])
+    assert stage_progress(run, two, "train-controller") == 0.125  # generation 2 of 2 draws × 8
     assert stage_progress(run, cfg, "train-vae") is None  # nothing logged yet
 
 

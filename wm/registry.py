@@ -124,7 +124,8 @@ def _mdnrnn_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | N
 
 
 def _es_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:
-    return float(rec["es/generation"]) / max(1, cfg.es.generations) if "es/generation" in rec else None
+    total = int(cfg.es.generations) * int(cfg.es.draws)  # es.draws: the generations count on over every draw
+    return float(rec["es/generation"]) / max(1, total) if "es/generation" in rec else None
 
 
 def _eval_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:
