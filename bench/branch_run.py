@@ -3,8 +3,8 @@ bench/branch_run.py --run RUN --after R --out OUT`, then `python -m wm pipeline 
 
 OUT gets RUN's first pass and rounds 1..R (R = 0: the first pass alone): episodes, series and weights (`.npz`,
 `.h5`) as hard links — no stage rewrites a finished file, new ones replace links by rename — and every other file
-(configs, logs, metrics, evaluations, `rounds.json`, `pipeline_timings.jsonl`) as a real copy, so appends and
-rewrites in OUT never reach RUN. `rounds.json` keeps only the passes copied, so round control resumes after pass R
+(configs, logs, metrics, evaluations, `rounds.json`, `pipeline_timings.jsonl`; not `clock.json`) as a real copy, so
+appends and rewrites in OUT never reach RUN. `rounds.json` keeps only the passes copied, so round control resumes after pass R
 with its recorded clock and the rounds from R + 1 on are built with OUT's settings (`iterate.learned_set`, …); the
 pipeline skips every finished stage. The first new round collects exactly what RUN's round R + 1 collected (same
 seeds, same C), so the two runs differ from there on by the settings alone. OUT keeps RUN's config: a setting RUN
@@ -58,7 +58,8 @@ def branch(run: RunDir, after: int, out: Path) -> list[str]:
     doc = json.loads(run.rounds_path.read_text())
     if not all(any(p["name"] == name for p in doc["passes"]) for name in keep):
         raise SystemExit(f"error: {run.rounds_path} has not checked every pass up to round{after}")
-    later = {d for d in round_dirs(run.path) if int(d.name[5:]) > after}
+    # clock.json names the pass RUN was last working on: OUT reaching a pass of that name must not be credited its time
+    later = {d for d in round_dirs(run.path) if int(d.name[5:]) > after} | {run.clock_path}
     tmp = out.with_name(out.name + ".tmp-branch")
     shutil.rmtree(tmp, ignore_errors=True)
     _copy_tree(run.path, tmp, later)

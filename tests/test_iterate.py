@@ -361,6 +361,7 @@ def test_branch_run_keeps_the_passes_up_to_r_links_data_and_copies_the_rest(tmp_
     passes = [{"name": n, "real": 100.0 * i, "minutes": 10.0 * i} for i, n in enumerate(["first pass", "round1", "round2"])]
     base.rounds_path.write_text(json.dumps({"passes": passes, "stopped": "patience", "result": {"name": "round2"}}))
     (base.path / "pipeline_timings.jsonl").write_text('{"total_s": 1}\n')
+    base.clock_path.write_text('{"pass": "round2", "minutes": 31.0}')  # RUN's last pass: OUT's round2 is another
     out = tmp_path / "branch"
     assert br.branch(base, 1, out) == ["first pass", "round1"]
     assert (out / "round1").is_dir() and not (out / "round2").exists()  # rounds after R are left out
@@ -371,6 +372,7 @@ def test_branch_run_keeps_the_passes_up_to_r_links_data_and_copies_the_rest(tmp_
     for f in ("pipeline_timings.jsonl", "config.yaml", "round1/config.yaml"):  # the rest: copies, appends stay in OUT
         assert (out / f).read_bytes() == (base.path / f).read_bytes()
         assert (out / f).stat().st_ino != (base.path / f).stat().st_ino
+    assert not (out / "clock.json").exists()
     assert len(json.loads(base.rounds_path.read_text())["passes"]) == 3  # RUN untouched
     with pytest.raises(SystemExit, match="exists"):
         br.branch(base, 1, out)

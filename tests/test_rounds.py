@@ -49,6 +49,7 @@ def _drive(
     random: float = 50.0,
     round_minutes: float = 0,
     recorded: dict[str, float] | None = None,
+    saved: dict | None = None,
     learned: list[bool] | None = None,
     finals: dict[str, float] | None = None,
     asked: list | None = None,
@@ -56,16 +57,18 @@ def _drive(
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
-    rerun of a run whose rounds.json recorded those passes. Returns (rounds run, explores, rounds.json); each
-    round's `learned` flag (iterate.learned_set applies) is appended to `learned` when given; the final check's
-    scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended to `asked`; the pass
-    each round's C starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
+    rerun of a run whose rounds.json recorded those passes, and with `saved` as its clock.json. Returns (rounds run,
+    explores, rounds.json); each round's `learned` flag (iterate.learned_set applies) is appended to `learned` when
+    given; the final check's scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended
+    to `asked`; the pass each round's C starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
     if recorded:
         passes = [{"name": k, "minutes": v} for k, v in recorded.items()]
         run.rounds_path.write_text(json.dumps({"passes": passes, "result": passes[0]}))  # as write_rounds writes it
+    if saved:
+        run.clock_path.write_text(json.dumps(saved))
     explores: list[float] = []
     flags = [] if learned is None else learned
     calls = iter(scores)
@@ -104,7 +107,13 @@ def _drive(
 
         clock = Clock()
         monkeypatch.setattr(pipeline, "time", clock)
-        monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: setattr(clock, "now", clock.now + round_minutes * 60))
+
+        def fake_stages(*a, tick=None, **k):
+            clock.now += round_minutes * 60
+            if tick:
+                tick()
+
+        monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
     rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
@@ -214,6 +223,39 @@ def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):
     # without the record: a fresh budget, rounds 1 and 2 (0 → 12 → 24), the minutes of each pass recorded
     rounds, _, doc = _drive(tmp_path / "fresh", monkeypatch, scores, "iterate.max_minutes=30", round_minutes=12)
     assert rounds == ["round1", "round2"] and [p["minutes"] for p in doc["passes"]] == [0.0, 12.0, 24.0]
+
+
+def test_a_round_a_kill_interrupted_keeps_the_time_its_finished_stages_took(tmp_path, monkeypatch, capsys):
+    # budget 45 min, each invocation's stages take 12 min (fake clock); the first invocation checked the first pass at
+    # 8 and round 1 at 20, and its clock.json says round 2 had reached minute 29 when it was killed. The rerun counts
+    # those 9 min: round 2 ends at 41 (length 21), and a round 3 as long would end at 62: stop. Restarting round 2's
+    # clock at 20 (the old rerun) ended it at 32 and ran round 3 to 44, a round an uninterrupted run would not run.
+    scores = [(100, 110), (200, 210), (300, 310), (400, 410)]
+    rec = {"first pass": 8.0, "round1": 20.0}
+    saved = {"pass": "round2", "minutes": 29.0}
+    sets = ("iterate.max_minutes=45",)
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, *sets, round_minutes=12, recorded=rec, saved=saved)
+    assert rounds == ["round1", "round2"] and [p["minutes"] for p in doc["passes"]] == [8.0, 20.0, 41.0]
+    assert doc["stopped"].endswith("another round, as long as the last (21 min), would end at 62 min")
+    assert "round2 had taken 9.0 min before this rerun: counted" in capsys.readouterr().out
+    assert json.loads(RunDir(tmp_path / "r").clock_path.read_text()) == {"pass": "round2", "minutes": 41.0}
+    # a clock.json naming a pass already recorded (the kill came after round 1's check) credits nothing
+    saved = {"pass": "round1", "minutes": 20.5}
+    (tmp_path / "b" / "r").mkdir(parents=True)
+    rounds, _, doc = _drive(tmp_path / "b", monkeypatch, scores, *sets, round_minutes=12, recorded=rec, saved=saved)
+    assert rounds == ["round1", "round2", "round3"] and doc["passes"][2]["minutes"] == 32.0
+
+
+def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_every_stage_ticks(tmp_path):
+    run = RunDir(tmp_path / "r")
+    run.path.mkdir()
+    run.clock_path.write_text(json.dumps({"pass": "first pass", "minutes": 14.0}))
+    clock = pipeline.RunClock(run, t0=__import__("time").time())
+    clock.enter("first pass")
+    assert 14.0 <= clock.minutes() < 14.1
+    clock.tick()
+    assert json.loads(run.clock_path.read_text())["pass"] == "first pass"
+    assert pipeline.RunClock(run, t0=0.0, fresh=True).saved == {}  # --force: a fresh clock
 
 
 def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
@@ -327,7 +369,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
         child.path.mkdir(parents=True, exist_ok=True)
         return child
 
-    def fake_stages(where, cfg_, args, timings, label="", before=None):
+    def fake_stages(where, cfg_, args, timings, label="", before=None, tick=None):
         for verb in ("train-mdnrnn", "train-controller", "evaluate"):
             if before and verb in before:
                 before[verb]()
@@ -442,7 +484,7 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
 
     run = RunDir(tmp_path / "r")
 
-    def fake_rounds(run_, cfg_, args_, timings, t0):
+    def fake_rounds(run_, cfg_, args_, timings, t0, clock=None):
         timings.update({"collect": 60.0, "round 1/collect": 30.0, "round 1/train-controller": 45.0})
         child = RunDir(run_.path / "round1")
         child.path.mkdir(parents=True, exist_ok=True)

@@ -233,6 +233,12 @@ class RunDir:
         """`rounds.json`: iterative training's record: each pass's real check and dream scores, which C is the result."""
         return self.path / "rounds.json"
 
+    @property
+    def clock_path(self) -> Path:
+        """`clock.json`: the pass being worked on and the run's minutes (the time budget's clock) at its last finished
+        stage, check or progress line, so a pass a kill interrupts keeps the time it had taken (`RunClock`)."""
+        return self.path / "clock.json"
+
     # -- artifacts (ARTIFACTS): the only place their file names are spelled
     def artifact(self, key: str) -> Path:
         """The path of artifact `key` of this run (KeyError for an unknown key)."""

@@ -81,7 +81,9 @@ def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -
     return f"{tag}: {pct}  elapsed {duration(elapsed)}  {eta}"
 
 
-def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, every: float) -> int:
+def _run_stage(
+    cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, every: float, tick: Callable[[], None] | None = None
+) -> int:
     # The stage stays in the pipeline's process group: Ctrl-C in the terminal, or a kill of the group (the TUI's
     # stop), reaches both. A SIGTERM sent to the pipeline alone is passed on to the stage, which checkpoints.
     start = time.time()
@@ -100,6 +102,8 @@ def _run_stage(cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, ev
             if now - last >= every:
                 last = now
                 print(progress_line(tag, stage_progress(run, cfg, verb), p0, now - start), flush=True)
+                if tick:
+                    tick()
     except KeyboardInterrupt:
         proc.wait()  # the stage got the same SIGINT and is checkpointing; rerun resumes
         raise
@@ -148,9 +152,11 @@ def _run_stages(
     timings: dict[str, float],
     label: str = "",
     before: dict[str, Callable[[], None]] | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> None:
     """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
-    `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError."""
+    `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError.
+    `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`)."""
     for i, st in enumerate(STAGES, 1):
         tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
@@ -165,13 +171,15 @@ def _run_stages(
             cmd = stage_command(st.verb, run.path, ranks=args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1)
             print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
             start = time.time()
-            rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every)
+            rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every, tick)
             timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
             if rc != 0 or not run.is_done(st.verb):
                 raise WMError(
                     f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume"
                 )
             print(f"{tag}: done in {duration(elapsed)}", flush=True)
+            if tick:
+                tick()
         if args.until == st.verb:
             return
 
@@ -262,14 +270,15 @@ def _run_round(
     timings: dict[str, float],
     learned: bool = False,
     start_from: int | None = None,
+    tick: Callable[[], None] | None = None,
 ) -> RunDir:
     """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies; `start_from`: the pass whose C
-    CMA-ES starts at) and run its stages, the dream gate just before its C's training."""
+    CMA-ES starts at) and run its stages, the dream gate just before its C's training (`tick`: `_run_stages`')."""
     child = prepare_round(run, cfg, k, explore, learned=learned, start_from=start_from)
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
-    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate)
+    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate, tick=tick)
     return child
 
 
@@ -307,7 +316,62 @@ def _recorded_minutes(run: RunDir) -> dict[str, float]:
     return {str(p["name"]): float(p["minutes"]) for p in doc["passes"] if p.get("minutes") is not None}
 
 
-def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dict[str, float], t0: float) -> list[RunDir]:
+class RunClock:
+    """The run's minutes, `iterate.max_minutes`' clock, kept across the invocations of a killed and resumed run.
+
+    A rerun passes again over the passes an earlier invocation checked (their stages are skipped): at each one's check
+    the clock is set to the minutes rounds.json recorded there, so passing over costs nothing and each round's length
+    is the recorded one. A pass a kill interrupted keeps the time it had taken: `clock.json` holds the pass being
+    worked on and the run's minutes at its last finished stage, check or progress line (`tick`), and when the rerun
+    comes to that pass again (`enter`) the clock is credited with its minutes past its predecessor's check. Without
+    that credit a run killed late in a round ran that round's finished stages for free and, resumed, ran rounds an
+    uninterrupted run would not (seed 1 of the two-draw recipe: round 6's 13 min were counted as 0.2)."""
+
+    def __init__(self, run: RunDir, t0: float, fresh: bool = False) -> None:
+        self.path = run.clock_path
+        self.recorded = {} if fresh else _recorded_minutes(run)
+        try:
+            self.saved = {} if fresh else dict(json.loads(self.path.read_text()))
+        except (OSError, ValueError, TypeError):
+            self.saved = {}
+        self.base, self.at = 0.0, t0
+        self.current = "first pass"
+        self.marks: dict[str, float] = {}  # {pass: the run's minutes when its check ended}
+
+    def minutes(self) -> float:
+        return self.base + (time.time() - self.at) / 60
+
+    def enter(self, name: str, since: float = 0.0) -> None:
+        """Pass `name` starts (or resumes) now; `since`: the run's minutes when its predecessor's check ended."""
+        self.current = name
+        if self.saved.get("pass") == name and name not in self.recorded:
+            credit = max(0.0, float(self.saved.get("minutes", 0.0)) - since)
+            if credit > 0:
+                print(f"[rounds] {name} had taken {credit:.1f} min before this rerun: counted", flush=True)
+            self.base += credit
+            self.saved = {}
+
+    def tick(self) -> None:
+        if self.saved and self.current in self.recorded:  # passing over: a second kill here must not lose the credit
+            return
+        atomic_write_json(self.path, {"pass": self.current, "minutes": round(self.minutes(), 3)})
+
+    def checked(self, name: str) -> None:
+        """Pass `name`'s check ended: its minutes are recorded ones when an earlier invocation checked it."""
+        if name in self.recorded:
+            self.base, self.at = self.recorded[name], time.time()
+        self.marks[name] = self.minutes()
+        self.tick()
+
+
+def _run_rounds(
+    run: RunDir,
+    cfg: Config,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    t0: float,
+    clock: RunClock | None = None,
+) -> list[RunDir]:
     """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`)."""
     n = int(cfg.iterate.rounds)
     if n <= 0:
@@ -318,33 +382,24 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
             _run_round(run, cfg, k, None, args, timings)
         return rounds
-    # A rerun resumes the run's time budget, not a fresh one. Passing again over the passes an earlier invocation
-    # finished (their stages are skipped), the clock is set to the run's minutes recorded at each one's check, and
-    # the last round's length to the recorded one; a round a kill interrupted restarts the clock from its predecessor
-    # (its finished stages are not recounted).
-    recorded = {} if getattr(args, "force", False) else _recorded_minutes(run)
-    clock = {"base": 0.0, "at": t0}
-    at: dict[str, float] = {}
-
-    def minutes() -> float:
-        return clock["base"] + (time.time() - clock["at"]) / 60
+    # A rerun resumes the run's time budget, not a fresh one (RunClock).
+    clock = clock or RunClock(run, t0, fresh=getattr(args, "force", False))
+    at = clock.marks
 
     def checked(check: PassCheck) -> PassCheck:
-        if check.name in recorded:
-            clock.update(base=recorded[check.name], at=time.time())
-        at[check.name] = minutes()
+        clock.checked(check.name)
         return check
 
     random = random_check(run, cfg)
     history, rounds = [checked(check_pass(run, cfg, "first pass"))], []
-    if recorded:
+    if clock.recorded:
         print(f"[rounds] resuming the time budget from the minutes {run.rounds_path} recorded", flush=True)
     last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
-    while (reason := stop_reason(history, cfg, minutes(), random, last_round)) is None:
-        started = minutes()
+    while (reason := stop_reason(history, cfg, clock.minutes(), random, last_round)) is None:
         k, last = len(history), history[-1]
+        started = at[last.name]
         explore = next_explore(history, cfg, random)
-        write_rounds(run, cfg, history, None, random, minutes(), at)
+        write_rounds(run, cfg, history, None, random, clock.minutes(), at)
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
@@ -357,13 +412,14 @@ def _run_rounds(run: RunDir, cfg: Config, args: argparse.Namespace, timings: dic
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
-        child = _run_round(run, cfg, k, explore, args, timings, learned, start)
+        clock.enter(round_dir(run, k).path.name, started)
+        child = _run_round(run, cfg, k, explore, args, timings, learned, start, clock.tick)
         rounds.append(child)
         history.append(checked(check_pass(child, child.load_config(), child.path.name)))
-        last_round = minutes() - started
+        last_round = at[child.path.name] - started
     print(f"[rounds] stopped: {reason}", flush=True)
     history = final_check(history, cfg, random)
-    doc = write_rounds(run, cfg, history, reason, random, minutes(), at)
+    doc = write_rounds(run, cfg, history, reason, random, clock.minutes(), at)
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
@@ -414,8 +470,10 @@ def main(args: argparse.Namespace) -> int:
         )
     t0 = time.time()
     timings: dict[str, float] = {}
-    _run_stages(run, cfg, args, timings)
-    rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0)
+    clock = RunClock(run, t0, fresh=args.force)
+    clock.enter("first pass")
+    _run_stages(run, cfg, args, timings, tick=clock.tick)
+    rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0, clock)
     # the stages' times are on disk before the demo's report reads them (its per-pass time column)
     now = time.time()
     rec = {"time": now, "total_s": round(now - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
