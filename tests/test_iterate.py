@@ -12,7 +12,7 @@ import pytest
 from wm.config import load
 from wm.data.episodes import write_episode
 from wm.errors import WMError
-from wm.iterate import prepare_round, round_config
+from wm.iterate import PassCheck, prepare_redraw, prepare_round, redraw_world, round_config
 from wm.rundir import RunDir, atomic_savez
 
 SETS = ["iterate.episodes=5", "iterate.generations=3", "iterate.mdnrnn_epochs=2"]
@@ -138,6 +138,43 @@ def _fake_base(path, cfg, done=("collect", "train-vae", "encode", "train-mdnrnn"
     for verb in done:
         run.mark_done(verb, {"z_dim": 64} if verb == "train-vae" else {})
     return run
+
+
+def test_a_redraw_links_its_worlds_data_v_and_m_and_trains_only_c_with_other_seeds(tmp_path):
+    cfg = _cfg("iterate.rounds=3")
+    base = _fake_base(tmp_path / "run", cfg)
+    world = _fake_base(base.path / "round1", round_config(cfg, 1))
+    (world.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").write_bytes(b"m")
+    (world.stage_dir("train-mdnrnn") / "model.json").write_text("{}")
+    (world.stage_dir("encode") / "initial_z.npz").write_bytes(b"z")
+    r = prepare_redraw(base, 3, world, "round1", 2)
+    assert r.path.name == "round3"
+    for rel in ("episodes/ep_000001.npz", "series/initial_z.npz", "vae/vae.weights.h5", "mdnrnn/model.json"):
+        assert (r.path / rel).stat().st_ino == (world.path / rel).stat().st_ino  # hard links, nothing copied
+    for verb in ("collect", "train-vae", "encode", "train-mdnrnn"):
+        assert r.is_done(verb) and r.done_info(verb)["linked_from"] == str(world.path)
+    assert not r.is_done("train-controller") and not r.is_done("evaluate")  # C is trained (and evaluated) afresh
+    rc, wc = r.load_config(), world.load_config()
+    assert rc.es.seed == wc.es.seed + 200 and rc.iterate.redraw_of == "round1" and rc.iterate.rounds == 0
+    assert rc.collect.agent_run == wc.collect.agent_run and rc.mdnrnn.to_dict() == wc.mdnrnn.to_dict()
+    assert prepare_redraw(base, 3, world, "round1", 2).path == r.path  # idempotent
+    world.clear_done("train-mdnrnn")
+    with pytest.raises(WMError, match="needs its finished train-mdnrnn"):
+        prepare_redraw(base, 4, world, "round1", 1)
+
+
+def test_redraws_take_the_learned_honest_worlds_in_turn_best_first():
+    cfg = _cfg("iterate.target_ratio=2", "iterate.exploit_ratio=2")
+    h = [
+        PassCheck("first pass", "p0", 300.0, 1500.0),  # above 2 × random but exploits its dream: not a world
+        PassCheck("round1", "p1", 700.0, 650.0),
+        PassCheck("round2", "p2", 90.0, 100.0),  # below 2 × random (50)
+        PassCheck("round3", "p3", 650.0, 600.0),
+    ]
+    assert [redraw_world(h, cfg, 50.0, r) for r in (1, 2, 3)] == [1, 3, 1]
+    h.append(PassCheck("round4", "p4", 800.0, 700.0, world="round3"))  # a redraw lifts round3's world above round1's
+    assert [redraw_world(h, cfg, 50.0, r) for r in (1, 2)] == [3, 1]
+    assert redraw_world(h[:1], cfg, 50.0, 1) is None
 
 
 def test_prepare_round_links_data_and_keeps_v(tmp_path):

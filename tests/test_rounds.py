@@ -54,6 +54,7 @@ def _drive(
     finals: dict[str, float] | None = None,
     asked: list | None = None,
     starts: list | None = None,
+    load=None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
@@ -81,11 +82,19 @@ def _drive(
         child.path.mkdir(parents=True, exist_ok=True)
         return child
 
+    worlds: dict[str, str] = {}
+
+    def fake_redraw(base, k, world, name, r):
+        worlds[f"round{k}"] = name
+        (starts if starts is not None else []).append(("redraw", name, r))
+        return fake_prepare(base, cfg, k)
+
     def fake_check(where, cfg_, name):
         real, dream = next(calls)
-        return PassCheck(name, str(where.path), real, dream)
+        return PassCheck(name, str(where.path), real, dream, world=worlds.get(name))
 
     monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
+    monkeypatch.setattr(pipeline, "prepare_redraw", fake_redraw)
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
@@ -114,7 +123,7 @@ def _drive(
                 tick()
 
         monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
-    monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
+    monkeypatch.setattr(RunDir, "load_config", load or (lambda self: cfg))
     rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
@@ -256,6 +265,41 @@ def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_every_stage_ticks(tm
     clock.tick()
     assert json.loads(run.clock_path.read_text())["pass"] == "first pass"
     assert pipeline.RunClock(run, t0=0.0, fresh=True).saved == {}  # --force: a fresh clock
+
+
+def test_redraws_train_c_again_in_the_learned_worlds_after_the_rounds_stop(tmp_path, monkeypatch):
+    # the first pass exploits, round 1 learns (740), round 2 is worse (600): patience 1 stops the rounds. Three
+    # redraws: round 1's world (the best), round 2's, then round 1's again (its redraw, 800, keeps it first); the
+    # best short check is a redraw's (round 3), which becomes the run's result
+    scores = [(165, 1500), (740, 890), (600, 650), (800, 820), (500, 520), (700, 720)]
+    starts: list = []
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.redraws=3", starts=starts)
+    assert rounds == ["round1", "round2", "round3", "round4", "round5"]
+    assert [s for s in starts if s is not None] == [("redraw", "round1", 1), ("redraw", "round2", 2), ("redraw", "round1", 3)]
+    assert [p["world"] for p in doc["passes"]] == [None, None, None, "round1", "round2", "round1"]
+    assert doc["result"]["name"] == "round3"
+    assert doc["stopped"].endswith("; then 3 redraw(s) (iterate.redraws = 3: all 3 ran)")
+
+
+def test_redraws_stop_at_the_time_budget(tmp_path, monkeypatch):
+    # 12 min a pass (fake clock), budget 35: the rounds stop on patience at 24; a first redraw is taken as half the
+    # last round (6 min: ends by 30) and runs, and took 12: a second would end at 48 and does not start
+    scores = [(165, 1500), (740, 890), (600, 650), (800, 820), (500, 520)]
+    sets = ("iterate.redraws=5", "iterate.max_minutes=35")
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, *sets, round_minutes=12)
+    assert rounds == ["round1", "round2", "round3"] and [p["minutes"] for p in doc["passes"]] == [0.0, 12.0, 24.0, 36.0]
+    assert doc["stopped"].endswith(
+        "then 1 redraw(s) (iterate.redraws = 5: time budget: another, about 12 min, would end at 48 min)"
+    )
+
+
+def test_no_round_follows_a_redraw(tmp_path, monkeypatch):
+    # the run stopped after round 1 and took a redraw as round 2; rerun with more patience, round 2 is not a round
+    cfg = _cfg()
+    redraw = C.update(cfg, {"iterate.redraw_of": "round1"})
+    load = lambda self: redraw if self.path.name == "round2" else cfg  # noqa: E731
+    with pytest.raises(WMError, match=r"round2 of .* is a redraw in round1's world .*--after 1\)"):
+        _drive(tmp_path, monkeypatch, [(165, 1500), (740, 890), (600, 650)], load=load)
 
 
 def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):

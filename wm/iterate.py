@@ -141,6 +141,54 @@ def prepare_round(
     return child
 
 
+def redraw_config(src_cfg: Config, r: int, world: str) -> Config:
+    """The config of redraw r ≥ 1 (`iterate.redraws`) in pass `world`'s world: that pass's own config with other
+    CMA-ES seeds, es.seed + 100·r (clear of `es.draws`' es.seed + k), and `iterate.redraw_of` naming the world."""
+    over = {"es.seed": int(src_cfg.es.seed) + 100 * r, "iterate.rounds": 0, "iterate.redraw_of": world}
+    return C.update(src_cfg, over, source="iterate.redraws")
+
+
+def prepare_redraw(base: RunDir, k: int, world: RunDir, name: str, r: int) -> RunDir:
+    """Create or check round k of `base` as redraw r of pass `name`'s world (`world`, its directory): every file of
+    its data and world stages (episodes, V, series, M) hard-linked and those stages marked DONE (`linked_from`), so
+    only C is trained, and evaluated, in the round. Its config is `redraw_config` of the world's own."""
+    src_cfg = world.load_config()
+    if src_cfg is None:
+        raise WMError(f"redraw of {name}: {world.path} has no config.yaml")
+    verbs = [s.verb for s in stages_with_role("data", "world")]
+    for verb in verbs:
+        if not world.is_done(verb):
+            raise WMError(f"a redraw of {name} needs its finished {verb} ({world.stage_dir(verb)}/DONE missing)")
+    child = round_dir(base, k)
+    child.bind_config(redraw_config(src_cfg, r, name))
+    for verb in verbs:
+        src = world.stage_dir(verb)
+        files = [f for f in sorted(src.iterdir()) if f.is_file() and f.name != "DONE" and not f.name.startswith(".tmp-")]
+        _link_all(src, child.stage_dir(verb), files)
+        if not child.is_done(verb):
+            child.mark_done(verb, {**world.done_info(verb), "linked_from": str(world.path)})
+    return child
+
+
+def redraw_world(history: list[PassCheck], cfg: Config, random: float, r: int) -> int | None:
+    """The pass whose world redraw r ≥ 1 trains C in (its index in `history`; None: no learned world). The worlds
+    are those of the passes whose real check reached `target_ratio` × random and whose C does not exploit its
+    dream, each under its own pass (a redraw's world is its `world`), ranked by the best check any C of theirs
+    played; redraws take them in turn, the best first."""
+    it = cfg.iterate
+    target = target_score(cfg, random)
+    best: dict[str, tuple[float, int]] = {}  # world name -> (its best check, the index of its own pass)
+    own = {h.name: i for i, h in enumerate(history)}
+    for h in history:
+        if (target > 0 and h.real < target) or h.exploits(float(it.exploit_ratio)):
+            continue
+        w = h.world or h.name
+        if w in own:
+            best[w] = max(best.get(w, (h.real, own[w])), (h.real, own[w]))
+    ranked = sorted(best.values(), key=lambda v: (-v[0], v[1]))
+    return ranked[(r - 1) % len(ranked)][1] if ranked else None
+
+
 # ---------------------------------------------------------------- round control (issue 22)
 
 
@@ -153,6 +201,7 @@ class PassCheck:
     real: float
     dream: float
     final: float | None = None  # mean real score of the final check (`iterate.final_check`), when it played one
+    world: str | None = None  # a redraw's (`iterate.redraws`): the pass whose data, V and M it trained C with
 
     def exploits(self, ratio: float) -> bool:
         """The dream rates C far above the game: C found a state M gets wrong (the wall, README)."""

@@ -33,8 +33,10 @@ from wm.iterate import (
     gate_verdict,
     learned_round,
     next_explore,
+    prepare_redraw,
     prepare_round,
     previous_pass,
+    redraw_world,
     result_index,
     round_config,
     round_dir,
@@ -224,7 +226,7 @@ def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
     seeds in its own dream (`eval/check`, `eval/check-dream`)."""
     real = _check_mean(where, cfg, "check", f"{name}: C, real")
     dream = _check_mean(where, cfg, "check-dream", f"{name}: C, dream", dream=True)
-    return PassCheck(name, str(where.path), real, dream)
+    return PassCheck(name, str(where.path), real, dream, world=str(cfg.iterate.redraw_of) or None)
 
 
 def random_check(run: RunDir, cfg: Config) -> float:
@@ -403,6 +405,11 @@ def _run_rounds(
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
+        if (there := round_dir(run, k).load_config()) is not None and str(there.iterate.redraw_of):
+            raise WMError(
+                f"round{k} of {run.path} is a redraw in {there.iterate.redraw_of}'s world (iterate.redraws): no round "
+                f"can follow the redraws; branch the run before it (bench/branch_run.py --after {k - 1})"
+            )
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         start = warm_start_pass(history, cfg, random)
         print(
@@ -418,12 +425,56 @@ def _run_rounds(
         history.append(checked(check_pass(child, child.load_config(), child.path.name)))
         last_round = at[child.path.name] - started
     print(f"[rounds] stopped: {reason}", flush=True)
+    if int(cfg.iterate.redraws) > 0:
+        reason += "; " + _run_redraws(run, cfg, args, timings, history, clock, random, last_round, rounds)
     history = final_check(history, cfg, random)
     doc = write_rounds(run, cfg, history, reason, random, clock.minutes(), at)
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
     return rounds
+
+
+def _run_redraws(
+    run: RunDir,
+    cfg: Config,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    history: list[PassCheck],
+    clock: RunClock,
+    random: float,
+    last_round: float,
+    rounds: list[RunDir],
+) -> str:
+    """`iterate.redraws`: after the rounds stop, while the time budget allows, C is trained again with other CMA-ES
+    seeds in the learned worlds (`redraw_world`), each redraw a round of its own (`prepare_redraw`: only C is trained
+    and evaluated there) checked like the others; appends to `history` and `rounds`, returns what it did for
+    rounds.json's `stopped`. A rerun replays the same redraws (the rounds stop where they stopped, the same checks
+    pick the same worlds) and skips what they finished."""
+    n, budget = int(cfg.iterate.redraws), float(cfg.iterate.max_minutes)
+    est = last_round / 2  # C and its checks without collect, encode and M: about half a round, until one has run
+    done, why = 0, f"all {n} ran"
+    for r in range(1, n + 1):
+        j = redraw_world(history, cfg, random, r)
+        if j is None:
+            why = "no learned world to redraw in"
+            break
+        if budget > 0 and clock.minutes() + est > budget:
+            why = f"time budget: another, about {est:.0f} min, would end at {clock.minutes() + est:.0f} min"
+            break
+        k, world = len(history), history[j]
+        name, started = round_dir(run, k).path.name, clock.marks[history[-1].name]
+        print(f"[redraw {r}/≤{n}] {name}: C trained again in {world.name}'s world (es.seed + {100 * r})", flush=True)
+        clock.enter(name, started)
+        child = prepare_redraw(run, k, RunDir(world.path), world.name, r)
+        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=clock.tick)
+        rounds.append(child)
+        history.append(check_pass(child, child.load_config(), name))
+        clock.checked(name)
+        est = clock.marks[name] - started
+        done += 1
+    print(f"[redraws] {done} redraw(s): {why}", flush=True)
+    return f"then {done} redraw(s) (iterate.redraws = {n}: {why})"
 
 
 def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[PassCheck]:
@@ -454,6 +505,11 @@ def main(args: argparse.Namespace) -> int:
             f"iterate.{on[0]} applies after a pass whose real check reaches iterate.target_ratio × random: "
             "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
             f"or set 'iterate.{on[0]}={after_learning[on[0]]}'"
+        )
+    if int(cfg.iterate.redraws) > 0 and int(cfg.iterate.check_episodes) <= 0:
+        raise WMError(
+            "iterate.redraws trains C again in the worlds round control found learned: it needs "
+            "iterate.check_episodes > 0, or set 'iterate.redraws=0'"
         )
     if int(cfg.iterate.final_check) > 0:
         if int(cfg.iterate.check_episodes) <= 0:

@@ -140,6 +140,8 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             duration(sum(secs)) if secs else "—",
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
+        if c is not None and c.get("world"):
+            name += f" (redraw in {c['world']}'s world)"
         mark = "**the run's result**" if where.path == result else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     if checks and checks.get("stopped"):
