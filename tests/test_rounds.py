@@ -255,7 +255,7 @@ def test_a_round_a_kill_interrupted_keeps_the_time_its_finished_stages_took(tmp_
     assert rounds == ["round1", "round2", "round3"] and doc["passes"][2]["minutes"] == 32.0
 
 
-def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_every_stage_ticks(tmp_path):
+def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_a_tick_records_it(tmp_path):
     run = RunDir(tmp_path / "r")
     run.path.mkdir()
     run.clock_path.write_text(json.dumps({"pass": "first pass", "minutes": 14.0}))
@@ -634,3 +634,14 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     assert mean(run, cfg, "real", "C") == 11.0
     critic.mdnrnn_weights.write_bytes(b"critic M retrained again")
     assert mean(run, cfg, "real", "C") == 11.0  # the real game reads no critic
+
+
+def test_the_report_names_each_redraws_world(tmp_path, monkeypatch):
+    from wm.stages.report import rounds_section
+
+    scores = [(165, 1500), (740, 890), (600, 650), (800, 820)]
+    _drive(tmp_path, monkeypatch, scores, "iterate.redraws=1")
+    monkeypatch.undo()
+    rows = [line for line in rounds_section(RunDir(tmp_path / "r"), {}) if line.startswith("| [round")]
+    assert rows[2].startswith("| [round3](round3/report.md) (redraw in round1's world) | — | — | 800 |"), rows
+    assert "redraw" not in rows[0] + rows[1]
