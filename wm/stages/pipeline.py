@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from functools import partial
 from pathlib import Path
 
 from wm.cli import add_run_args, resolve_config, stage_command
@@ -387,19 +388,15 @@ def _run_rounds(
     # A rerun resumes the run's time budget, not a fresh one (RunClock).
     clock = clock or RunClock(run, t0, fresh=getattr(args, "force", False))
     at = clock.marks
-
-    def checked(check: PassCheck) -> PassCheck:
-        clock.checked(check.name)
-        return check
-
     random = random_check(run, cfg)
-    history, rounds = [checked(check_pass(run, cfg, "first pass"))], []
+    history: list[PassCheck] = [check_pass(run, cfg, "first pass")]
+    rounds: list[RunDir] = []
+    clock.checked("first pass")
     if clock.recorded:
         print(f"[rounds] resuming the time budget from the minutes {run.rounds_path} recorded", flush=True)
     last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
     while (reason := stop_reason(history, cfg, clock.minutes(), random, last_round)) is None:
         k, last = len(history), history[-1]
-        started = at[last.name]
         explore = next_explore(history, cfg, random)
         write_rounds(run, cfg, history, None, random, clock.minutes(), at)
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
@@ -419,11 +416,13 @@ def _run_rounds(
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
-        clock.enter(round_dir(run, k).path.name, started)
-        child = _run_round(run, cfg, k, explore, args, timings, learned, start, clock.tick)
-        rounds.append(child)
-        history.append(checked(check_pass(child, child.load_config(), child.path.name)))
-        last_round = at[child.path.name] - started
+        last_round = _run_pass(
+            clock,
+            history,
+            rounds,
+            round_dir(run, k).path.name,
+            partial(_run_round, run, cfg, k, explore, args, timings, learned, start, clock.tick),
+        )
     print(f"[rounds] stopped: {reason}", flush=True)
     if int(cfg.iterate.redraws) > 0:
         reason += "; " + _run_redraws(run, cfg, args, timings, history, clock, random, last_round, rounds)
@@ -433,6 +432,36 @@ def _run_rounds(
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
     return rounds
+
+
+def _redraw_round(
+    run: RunDir,
+    k: int,
+    world: PassCheck,
+    r: int,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    tick: Callable[[], None],
+) -> RunDir:
+    """Prepare round k of `run` as redraw r in pass `world`'s world and run its stages (only C's are not DONE)."""
+    child = prepare_redraw(run, k, RunDir(world.path), world.name, r)
+    _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=tick)
+    return child
+
+
+def _run_pass(
+    clock: RunClock, history: list[PassCheck], rounds: list[RunDir], name: str, build: Callable[[], RunDir]
+) -> float:
+    """Pass `name` after the last one checked, a round or a redraw: the clock enters it, `build()` prepares it and runs
+    its stages, its check is appended to `history` and recorded on the clock. Returns its length in the run's minutes
+    (from its predecessor's check to its own)."""
+    started = clock.marks[history[-1].name]
+    clock.enter(name, started)
+    child = build()
+    rounds.append(child)
+    history.append(check_pass(child, child.load_config(), name))
+    clock.checked(name)
+    return clock.marks[name] - started
 
 
 def _run_redraws(
@@ -463,15 +492,9 @@ def _run_redraws(
             why = f"time budget: another, about {est:.0f} min, would end at {clock.minutes() + est:.0f} min"
             break
         k, world = len(history), history[j]
-        name, started = round_dir(run, k).path.name, clock.marks[history[-1].name]
+        name = round_dir(run, k).path.name
         print(f"[redraw {r}/≤{n}] {name}: C trained again in {world.name}'s world (es.seed + {100 * r})", flush=True)
-        clock.enter(name, started)
-        child = prepare_redraw(run, k, RunDir(world.path), world.name, r)
-        _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=clock.tick)
-        rounds.append(child)
-        history.append(check_pass(child, child.load_config(), name))
-        clock.checked(name)
-        est = clock.marks[name] - started
+        est = _run_pass(clock, history, rounds, name, partial(_redraw_round, run, k, world, r, args, timings, clock.tick))
         done += 1
     print(f"[redraws] {done} redraw(s): {why}", flush=True)
     return f"then {done} redraw(s) (iterate.redraws = {n}: {why})"
