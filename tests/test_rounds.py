@@ -52,6 +52,7 @@ def _drive(
     saved: dict | None = None,
     learned: list[bool] | None = None,
     finals: dict[str, float] | None = None,
+    mores: dict[str, float] | None = None,
     asked: list | None = None,
     starts: list | None = None,
     load=None,
@@ -60,8 +61,9 @@ def _drive(
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
     rerun of a run whose rounds.json recorded those passes, and with `saved` as its clock.json. Returns (rounds run,
     explores, rounds.json); each round's `learned` flag (iterate.learned_set applies) is appended to `learned` when
-    given; the final check's scores come from `finals` ({pass name: mean}), each request (pass, tag, episodes) appended
-    to `asked`; the pass each round's C starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
+    given; the final check's scores come from `finals` ({pass name: mean}) and `mores` (`iterate.final_more`'s), each
+    request (pass, tag, episodes) appended to `asked` (final_more's with the seeds it skips); the pass each round's C
+    starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -99,10 +101,10 @@ def _drive(
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
 
-    def fake_mean(where, cfg_, tag, what, n=None, **kw):
+    def fake_mean(where, cfg_, tag, what, n=None, skip=0, **kw):
         name = "first pass" if where.path == run.path else where.path.name
-        (asked if asked is not None else []).append((name, tag, n))
-        return (finals or {})[name]
+        (asked if asked is not None else []).append((name, tag, n) + ((skip,) if tag == "final-more" else ()))
+        return (mores if tag == "final-more" else finals or {})[name]
 
     monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
     t0 = __import__("time").time()
@@ -335,6 +337,46 @@ def test_the_final_check_replays_the_best_learned_passes_and_keeps_the_best(tmp_
     assert doc["result"]["name"] == "round7" and asked == [] and doc["passes"][-1]["final"] is None
 
 
+# seed 1's two-draw run (runs/s1pk, README): random 206.4 on the check seeds; rounds 5 and 6 learned
+SEED1 = [(176.2, 862.5), (178.2, 1769.6), (168.2, 377.9), (177.4, 1446.3), (178.0, 486.6), (768.2, 546.4), (660.6, 908.2)]
+
+
+def test_final_more_plays_the_final_checks_best_two_again_and_keeps_the_better_over_all(tmp_path, monkeypatch, capsys):
+    # seed 1: 100 final episodes kept round 5 (736.0 vs 695.1), which played 725.5 on the evaluation seeds; 200 more
+    # each (724.1, 779.3) make it 728.1 vs 751.2 over 300: round 6, which played 861.8 (+136.3 ± 53.8 paired)
+    finals, mores = {"round5": 736.0, "round6": 695.1}, {"round5": 724.1, "round6": 779.3}
+    sets = ("iterate.rounds=6", "iterate.final_check=100")
+    _, _, doc = _drive(tmp_path / "off", monkeypatch, SEED1, *sets, random=206.4, finals=finals, mores=mores)
+    assert doc["result"]["name"] == "round5" and [p["final_episodes"] for p in doc["passes"]][-2:] == [100, 100]
+    asked: list = []
+    _, _, doc = _drive(tmp_path, monkeypatch, SEED1, *sets, "iterate.final_more=200", random=206.4, finals=finals,
+                       mores=mores, asked=asked)  # fmt: skip
+    assert asked[2:] == [("round5", "final-more", 200, 100), ("round6", "final-more", 200, 100)]
+    assert doc["result"]["name"] == "round6" and doc["final_more"] == 200
+    assert [round(p["final"], 2) for p in doc["passes"][-2:]] == [728.07, 751.23]
+    assert [p["final_episodes"] for p in doc["passes"][-2:]] == [300, 300]
+    assert "round6: real 779.3 on 200 more episodes: 751.2 on all 300 (the first 100: 695.1)" in capsys.readouterr().out
+    # seed 14's three candidates: only the final check's best two (rounds 8 and 6) play more, and round 7, third on
+    # its 100 episodes, is not the result though its 737.6 is above round 8's 725.6 over 300
+    asked.clear()
+    finals = {"round6": 742.7, "round7": 737.6, "round8": 776.8}
+    _, _, doc = _drive(tmp_path / "s14", monkeypatch, SEED14, "iterate.rounds=9", "iterate.final_check=100",
+                       "iterate.final_more=200", random=206.4, finals=finals, mores={"round6": 800.0, "round8": 700.0},
+                       asked=asked)  # fmt: skip
+    assert [a for a in asked if a[1] == "final-more"] == [
+        ("round6", "final-more", 200, 100),
+        ("round8", "final-more", 200, 100),
+    ]
+    assert doc["result"]["name"] == "round6" and doc["passes"][7]["final_episodes"] == 100
+
+
+def test_final_more_seeds_follow_the_final_checks_and_stay_off_the_evaluation_seeds():
+    cfg = _cfg("iterate.final_check=100", "iterate.final_more=200", "iterate.check_seed=5000000")
+    assert check_seeds(cfg, 200, 100) == list(range(5000100, 5000300))
+    with pytest.raises(WMError, match="overlaps the evaluation seeds"):
+        check_seeds(_cfg("iterate.check_seed=800", "evaluate.seed=1000"), 200, 100)
+
+
 # seed 16 of the small preset (README): random 206.4 on the check seeds; round 5 learns (the paper's dream), round 6,
 # the first horizon round, is worse, round 7 walks to the wall (an exploit), rounds 8 and 9 play best
 SEED16 = [(184.0, 222.3), (177.4, 709.5), (177.6, 1317.1), (176.0, 2019.9), (165.3, 997.9), (713.2, 333.8)]
@@ -558,7 +600,8 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls
 
 
-def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeypatch):
+def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeypatch, capsys):
+    from wm import status
     from wm.stages.report import rounds_section
 
     finals = {"round6": 742.7, "round7": 737.6, "round8": 776.8}
@@ -570,8 +613,21 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
     assert rows["| [round8](round8/report.md)"].endswith("| 735 | 760 | 777 | — | **the run's result** |")
     assert rows["| [round5](round5/report.md)"].endswith("| 589 | 700 | — | — |  |")
     assert any(
-        "played 100 real check episodes each (final check)" in line for line in rounds_section(RunDir(tmp_path / "r"), {})
+        "played 100 real check episodes each (final check); the best of them" in line
+        for line in rounds_section(RunDir(tmp_path / "r"), {})
     )
+    # iterate.final_more: the best two's finals are over 300 episodes, marked so, and the note says which played more
+    mores = {"round6": 800.0, "round8": 700.0}
+    sets = ("iterate.rounds=9", "iterate.final_check=100", "iterate.final_more=200")
+    _drive(tmp_path / "m", monkeypatch, SEED14, *sets, random=206.4, finals=finals, mores=mores)
+    monkeypatch.undo()
+    lines = rounds_section(RunDir(tmp_path / "m" / "r"), {})
+    rows = {line.split(" |")[0]: line for line in lines if line.startswith("| ")}
+    assert rows["| [round6](round6/report.md)"].endswith("| 781 (300) | — | **the run's result** |")
+    assert rows["| [round7](round7/report.md)"].endswith("| 738 | — |  |")
+    assert any("the best two, round6 and round8, played 300 in all (`iterate.final_more`)" in line for line in lines)
+    status.main(argparse.Namespace(run=str(tmp_path / "m" / "r")))
+    assert "round8       real    735.3  dream    760.0  final    725.6 (300 episodes)\n" in capsys.readouterr().out
 
 
 def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):

@@ -201,6 +201,7 @@ class PassCheck:
     real: float
     dream: float
     final: float | None = None  # mean real score of the final check (`iterate.final_check`), when it played one
+    final_episodes: int | None = None  # the episodes `final` is the mean of (final_check, + final_more for the best two)
     world: str | None = None  # a redraw's (`iterate.redraws`): the pass whose data, V and M it trained C with
 
     def exploits(self, ratio: float) -> bool:
@@ -208,11 +209,11 @@ class PassCheck:
         return self.dream > ratio * max(self.real, 1e-9)
 
 
-def check_seeds(cfg: Config, n: int | None = None) -> list[int]:
-    """The check episodes' seeds (`n`, default `iterate.check_episodes`; the dream gate's too): training-side,
-    never the evaluation seeds (refused when they overlap)."""
+def check_seeds(cfg: Config, n: int | None = None, skip: int = 0) -> list[int]:
+    """The check episodes' seeds (`n`, default `iterate.check_episodes`, after the first `skip`; the dream gate's and
+    the final check's too): training-side, never the evaluation seeds (refused when they overlap)."""
     it, ev = cfg.iterate, cfg.evaluate
-    first, n = int(it.check_seed), int(it.check_episodes if n is None else n)
+    first, n = int(it.check_seed) + int(skip), int(it.check_episodes if n is None else n)
     lo, hi = int(ev.seed), int(ev.seed) + int(ev.episodes)
     if first < hi and lo < first + n:
         raise WMError(
@@ -243,12 +244,14 @@ def final_candidates(history: list[PassCheck], cfg: Config, random: float) -> li
 
 
 def result_index(history: list[PassCheck]) -> int:
-    """Index of the pass whose C is the run's result: the best final check (the earliest of equals) when some pass
-    played one, else the best short real check (`best_pass`)."""
+    """Index of the pass whose C is the run's result: the best final check (the earliest of equals) among the passes
+    that played the most final episodes (`iterate.final_more`: the final check's best two) when some pass played
+    one, else the best short real check (`best_pass`)."""
     finals = {i: h.final for i, h in enumerate(history) if h.final is not None}
     if not finals:
         return best_pass(history)
-    return max(finals, key=lambda i: (finals[i], -i))
+    most = max(history[i].final_episodes or 0 for i in finals)
+    return max((i for i in finals if (history[i].final_episodes or 0) == most), key=lambda i: (finals[i], -i))
 
 
 def stop_reason(

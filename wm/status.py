@@ -54,6 +54,8 @@ def main(args: argparse.Namespace) -> int:
             mark = "  ← result" if p["name"] == checks["result"]["name"] else ""
             flag = "  exploits the dream" if p.get("exploits") else ""
             final = "" if p.get("final") is None else f"  final {p['final']:8.1f}"
+            if p.get("final_episodes") and p["final_episodes"] != checks.get("final_check"):
+                final += f" ({p['final_episodes']} episodes)"
             print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{final}{flag}{mark}")
         if checks.get("stopped"):
             print(f"    stopped: {checks['stopped']}")

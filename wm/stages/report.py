@@ -136,7 +136,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             pm(evals.get("dream")),
             "—" if c is None else f"{c['real']:.0f}",
             "—" if c is None else f"{c['dream']:.0f}",
-            "—" if c is None or c.get("final") is None else f"{c['final']:.0f}",
+            "—" if c is None or c.get("final") is None else f"{c['final']:.0f}" + _more(c, checks),
             duration(sum(secs)) if secs else "—",
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
@@ -147,11 +147,20 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
     if checks and any(p.get("final") is not None for p in checks["passes"]):
-        lines[-1] += (
-            f" The best learned passes then played {checks['final_check']} real check episodes each (final check); "
-            "the best of them is the run's result."
+        more = [p for p in checks["passes"] if _more(p, checks)]
+        lines[-1] += f" The best learned passes then played {checks['final_check']} real check episodes each (final check)" + (
+            f"; the best two, {' and '.join(p['name'] for p in more)}, played {more[0]['final_episodes']} in all "
+            "(`iterate.final_more`), and the better mean over those is the run's result."
+            if more
+            else "; the best of them is the run's result."
         )
     return lines
+
+
+def _more(p: dict[str, Any], checks: dict[str, Any] | None) -> str:
+    """ " (N)" when a pass's final check is the mean of more episodes than `final_check` (`iterate.final_more`)."""
+    n = p.get("final_episodes")
+    return f" ({n})" if checks and n and n != checks.get("final_check") else ""
 
 
 def checks_section(run: RunDir, cfg: Any) -> list[str]:
