@@ -158,7 +158,8 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
 
 
 def _more(p: dict[str, Any], checks: dict[str, Any] | None) -> str:
-    """ " (N)" when a pass's final check is the mean of more episodes than `final_check` (`iterate.final_more`)."""
+    """The episode count to print after a pass's final check (e.g. " (300)") when that is the mean of more episodes
+    than `final_check` (`iterate.final_more`); "" otherwise."""
     n = p.get("final_episodes")
     return f" ({n})" if checks and n and n != checks.get("final_check") else ""
 
