@@ -102,6 +102,8 @@ def test_pipeline_refuses_learned_options_without_round_control(tmp_path, repo_r
     [
         (["iterate.check_episodes=0"], "iterate.final_check picks among the passes round control checked"),
         (["evaluate.seed=5000050"], "iterate.check_seed 5000000…5000099 overlaps the evaluation seeds"),
+        # final_more's episodes follow the final check's: 5000100…5000299 meet evaluation seeds from 5000250
+        (["iterate.final_more=200", "evaluate.seed=5000250"], "iterate.check_seed 5000000…5000299 overlaps"),
     ],
 )
 def test_pipeline_refuses_a_final_check_it_cannot_play(tmp_path, repo_root, sets, says):
