@@ -54,12 +54,19 @@ def main(args: argparse.Namespace) -> int:
             mark = "  ← result" if p["name"] == checks["result"]["name"] else ""
             flag = "  exploits the dream" if p.get("exploits") else ""
             final = "" if p.get("final") is None else f"  final {p['final']:8.1f}"
-            if p.get("final_episodes") and p["final_episodes"] != checks.get("final_check"):
-                final += f" ({p['final_episodes']} episodes)"
+            if n := final_more_episodes(p, checks):
+                final += f" ({n} episodes)"
             print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{final}{flag}{mark}")
         if checks.get("stopped"):
             print(f"    stopped: {checks['stopped']}")
     return 0
+
+
+def final_more_episodes(p: dict[str, Any], checks: dict[str, Any]) -> int | None:
+    """The episodes a pass's final check is the mean of when `iterate.final_more` made them more than
+    `final_check` (rounds.json's pass `p`); None otherwise."""
+    n = p.get("final_episodes")
+    return int(n) if n and n != checks.get("final_check") else None
 
 
 def round_checks(run: RunDir) -> dict[str, Any] | None:

@@ -109,13 +109,18 @@ def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None
 def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     """Every pass of iterative training side by side: the 100-episode real and dream scores, round control's checks,
     the pass's time, and which C is the run's result."""
-    from wm.status import pass_name, result_pass, round_checks
+    from wm.status import final_more_episodes, pass_name, result_pass, round_checks
 
     rounds = [RunDir(p) for p in round_dirs(run.path)]
     if not rounds:
         return []
     checks = round_checks(run)
     by_name = {c["name"]: c for c in (checks or {}).get("passes", [])}
+
+    def more(c: dict[str, Any]) -> str:  # " (300)" after a final check `iterate.final_more` lengthened
+        n = final_more_episodes(c, checks or {})
+        return f" ({n})" if n else ""
+
     result = result_pass(run)[1].path
     lines = [
         "",
@@ -136,7 +141,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             pm(evals.get("dream")),
             "—" if c is None else f"{c['real']:.0f}",
             "—" if c is None else f"{c['dream']:.0f}",
-            "—" if c is None or c.get("final") is None else f"{c['final']:.0f}" + _more(c, checks),
+            "—" if c is None or c.get("final") is None else f"{c['final']:.0f}" + more(c),
             duration(sum(secs)) if secs else "—",
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
@@ -147,21 +152,14 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
     if checks and any(p.get("final") is not None for p in checks["passes"]):
-        more = [p for p in checks["passes"] if _more(p, checks)]
+        two = [p for p in checks["passes"] if final_more_episodes(p, checks)]
         lines[-1] += f" The best learned passes then played {checks['final_check']} real check episodes each (final check)" + (
-            f"; the best two, {' and '.join(p['name'] for p in more)}, played {more[0]['final_episodes']} in all "
+            f"; the best two, {' and '.join(p['name'] for p in two)}, played {two[0]['final_episodes']} in all "
             "(`iterate.final_more`), and the better mean over those is the run's result."
-            if more
+            if two
             else "; the best of them is the run's result."
         )
     return lines
-
-
-def _more(p: dict[str, Any], checks: dict[str, Any] | None) -> str:
-    """The episode count to print after a pass's final check (e.g. " (300)") when that is the mean of more episodes
-    than `final_check` (`iterate.final_more`); "" otherwise."""
-    n = p.get("final_episodes")
-    return f" ({n})" if checks and n and n != checks.get("final_check") else ""
 
 
 def checks_section(run: RunDir, cfg: Any) -> list[str]:
