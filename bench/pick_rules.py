@@ -30,6 +30,15 @@ def _mean(where: RunDir, tag: str | None) -> float | None:
     return None if s is None else float(s["mean"])
 
 
+def _final_check(where: RunDir) -> float | None:
+    """The final check's mean over its 100 seeds: since the pipeline counts the short check's episodes as the first
+    of them, a run's `eval/final-check` may hold only the seeds after the short check's."""
+    f, c = score(where, "final-check"), score(where, "check")
+    if f is None or c is None or f["seeds"][0] != c["seeds"][1] + 1:
+        return None if f is None else float(f["mean"])
+    return (c["episodes"] * c["mean"] + f["episodes"] * f["mean"]) / (c["episodes"] + f["episodes"])
+
+
 def picks(run: RunDir) -> dict[str, tuple[str, float | None]]:
     doc = json.loads(run.rounds_path.read_text())
     cfg = run.load_config()
@@ -39,7 +48,7 @@ def picks(run: RunDir) -> dict[str, tuple[str, float | None]]:
     learned = final_candidates(history, C.update(cfg, {"iterate.final_passes": len(history)}), random)
     top = final_candidates(history, cfg, random)
     where = {i: RunDir(Path(history[i].path)) for i in learned}
-    fc100 = {i: _mean(where[i], "final-check") for i in learned}
+    fc100 = {i: _final_check(where[i]) for i in learned}
     fcb = {i: _mean(where[i], "final-check-b") for i in learned}
     fc200 = {i: None if fc100[i] is None or fcb[i] is None else (fc100[i] + fcb[i]) / 2 for i in learned}
     ev = {i: _mean(where[i], None) for i in learned}

@@ -50,6 +50,7 @@ def _drive(
     round_minutes: float = 0,
     recorded: dict[str, float] | None = None,
     saved: dict | None = None,
+    total: float | None = None,
     learned: list[bool] | None = None,
     finals: dict[str, float] | None = None,
     mores: dict[str, float] | None = None,
@@ -59,7 +60,8 @@ def _drive(
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
-    rerun of a run whose rounds.json recorded those passes, and with `saved` as its clock.json. Returns (rounds run,
+    rerun of a run whose rounds.json recorded those passes (and `total`, its minutes in all), and with `saved` as its
+    clock.json. Returns (rounds run,
     explores, rounds.json); each round's `learned` flag (iterate.learned_set applies) is appended to `learned` when
     given; the final check's scores come from `finals` ({pass name: mean}) and `mores` (`iterate.final_more`'s), each
     request (pass, tag, episodes) appended to `asked` (final_more's with the seeds it skips); the pass each round's C
@@ -69,7 +71,8 @@ def _drive(
     run.bind_config(cfg, None)
     if recorded:
         passes = [{"name": k, "minutes": v} for k, v in recorded.items()]
-        run.rounds_path.write_text(json.dumps({"passes": passes, "result": passes[0]}))  # as write_rounds writes it
+        doc = {"passes": passes, "result": passes[0], **({} if total is None else {"minutes": total})}
+        run.rounds_path.write_text(json.dumps(doc))  # as write_rounds writes it
     if saved:
         run.clock_path.write_text(json.dumps(saved))
     explores: list[float] = []
@@ -313,6 +316,18 @@ def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
     rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=45", round_minutes=12, recorded=rec)
     assert rounds == ["round1", "round2", "round3"] and doc["result"]["name"] == "round2"
     assert doc["stopped"].endswith("would end at 56 min") and doc["minutes"] == 44.0
+    # its final check had taken 11.2 min after round 3's check (seed 0's run: 84.8 → 95.9): the rerun, which reuses
+    # it, keeps them; recorded as 44.0 before, a replay made the run 11 min shorter than it was
+    for d in ("t", "u"):
+        (tmp_path / d / "r").mkdir(parents=True)
+    _, _, doc = _drive(tmp_path / "t", monkeypatch, scores, "iterate.max_minutes=45", round_minutes=12, recorded=rec,
+                       total=55.2)  # fmt: skip
+    assert doc["minutes"] == 55.2
+    # a rerun that runs a pass the earlier invocation had not checked measures its own time after it
+    rec2 = {"first pass": 8.0, "round1": 20.0, "round2": 32.0}
+    _, _, doc = _drive(tmp_path / "u", monkeypatch, scores, "iterate.max_minutes=45", round_minutes=12, recorded=rec2,
+                       total=40.0)  # fmt: skip
+    assert [p["minutes"] for p in doc["passes"]] == [8.0, 20.0, 32.0, 44.0] and doc["minutes"] == 44.0
 
 
 # seed 14 of the small preset (README): random 206.4 on the check seeds, so 2 × random = 412.7; rounds 5-8 play
@@ -690,6 +705,51 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     assert mean(run, cfg, "real", "C") == 11.0
     critic.mdnrnn_weights.write_bytes(b"critic M retrained again")
     assert mean(run, cfg, "real", "C") == 11.0  # the real game reads no critic
+
+
+def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_again(tmp_path, monkeypatch):
+    """The final check's first seeds are the short check's, and a C plays a seed the same way twice (seed 0's run:
+    its three final checks' first 30 episodes equal their short checks', bit for bit): only the seeds after them
+    play, and the mean is over all. A rerun plays nothing; a final check stored whole (runs before this) is read as
+    it is; a C retrained since its short check plays every seed."""
+    from wm.evaluation import write_results
+    from wm.world import input_digest, played_params
+
+    cfg = _cfg("iterate.check_episodes=30")
+    run = RunDir(tmp_path / "r")
+    for path, data in ((run.vae_weights, b"V"), (run.mdnrnn_weights, b"M"), (run.params("best"), b"C")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    played: list[list[int]] = []
+    base = pipeline.check_seeds(cfg, 1)[0]
+
+    def fake_evaluate(where, verb_args):  # a seed's return is its offset from the first check seed
+        tag, first, n = (verb_args[verb_args.index(k) + 1] for k in ("--tag", "--seed", "--episodes"))
+        seeds = list(range(int(first), int(first) + int(n)))
+        played.append(seeds)
+        digest = input_digest(cfg, where, played_params(cfg, where, None), False)
+        write_results(where, tag, seeds, [float(s - base) for s in seeds], [1] * len(seeds), {"inputs": digest})
+
+    monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
+    mean = pipeline._check_mean
+    assert mean(run, cfg, "check", "C") == 14.5  # seeds 0…29
+    assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5  # the mean over 0…99
+    assert [(s[0] - base, len(s)) for s in played] == [(0, 30), (30, 70)]
+    assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5 and len(played) == 2
+    assert mean(run, cfg, "final-more", "C (more)", 200, skip=100) == 199.5  # seeds 100…299, nothing to reuse
+    assert played[-1][0] - base == 100 and len(played[-1]) == 200
+    whole = RunDir(tmp_path / "whole")  # a final check stored with all 100 seeds is reused as it is
+    for src in (run.vae_weights, run.mdnrnn_weights, run.params("best")):
+        dst = whole.path / src.relative_to(run.path)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.write_bytes(src.read_bytes())
+    fake_evaluate(whole, ["--tag", "check", "--seed", str(base), "--episodes", "30"])
+    fake_evaluate(whole, ["--tag", "final-check", "--seed", str(base), "--episodes", "100"])
+    n = len(played)
+    assert mean(whole, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5 and len(played) == n
+    run.params("best").write_bytes(b"C retrained")  # its short check no longer counts: all 100 play
+    assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5
+    assert (played[-1][0] - base, len(played[-1])) == (0, 100)
 
 
 def test_the_report_names_each_redraws_world(tmp_path, monkeypatch):

@@ -202,26 +202,43 @@ def _check_mean(
     random: bool = False,
     dream: bool = False,
     skip: int = 0,
+    reuse: str | None = None,
 ) -> float:
     """Mean of `evaluate` on the check seeds (`n` of them, default `iterate.check_episodes`, after the first `skip`)
     under `--tag <tag>`: C of `params` (default `evaluate.params`) or the random policy, in the real game or the dream.
     Reused when already there for these seeds and played with the same files (`input_digest`: V, M, C, the dream's
-    other Ms)."""
+    other Ms). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
+    final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
+    mean is over all."""
     from wm.world import input_digest, played_params
 
     seeds = check_seeds(cfg, n, skip)
-    path = where.eval_summary(tag)
-    try:
-        s = json.loads(path.read_text())
-    except (OSError, ValueError):
-        s = {}
     pfile = None if random else played_params(cfg, where, None if params is None else str(params))
-    if s.get("seeds") != seeds or s.get("inputs") != input_digest(cfg, where, pfile, dream):
-        print(f"[check] {what} on {len(seeds)} episodes (seeds {seeds[0]}…)", flush=True)
+    inputs = input_digest(cfg, where, pfile, dream)
+
+    def stored(t: str, want: list[int] | None) -> dict | None:
+        try:
+            s = json.loads(where.eval_summary(t).read_text())
+        except (OSError, ValueError):
+            return None
+        ok = s.get("inputs") == inputs and isinstance(s.get("seeds"), list) and (want is None or s["seeds"] == want)
+        return s if ok else None
+
+    s = stored(tag, seeds)
+    if s is not None:
+        return float(s["mean"])
+    first = stored(reuse, None) if reuse else None
+    k = len(first["seeds"]) if first and 0 < len(first["seeds"]) < len(seeds) else 0
+    if k and first["seeds"] != seeds[:k]:
+        k = 0
+    rest = stored(tag, seeds[k:]) if k else None
+    if rest is None:
+        note = f"; the first {k} are its {reuse} episodes" if k else ""
+        print(f"[check] {what} on {len(seeds) - k} episodes (seeds {seeds[k]}…{note})", flush=True)
         extra = ["--dream"] * dream + ["--random"] * random + ([] if params is None else ["--params", str(params)])
-        _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[0]), "--episodes", str(len(seeds)), "--gifs", "0"])
-        s = json.loads(path.read_text())
-    return float(s["mean"])
+        _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[k]), "--episodes", str(len(seeds) - k), "--gifs", "0"])
+        rest = json.loads(where.eval_summary(tag).read_text())
+    return (k * float(first["mean"]) + (len(seeds) - k) * float(rest["mean"])) / len(seeds) if k else float(rest["mean"])
 
 
 def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
@@ -336,6 +353,8 @@ class RunClock:
     def __init__(self, run: RunDir, t0: float, fresh: bool = False) -> None:
         self.path = run.clock_path
         self.recorded = {} if fresh else _recorded_minutes(run)
+        doc = None if fresh else round_checks(run)
+        self.total = float(doc["minutes"]) if doc and doc.get("minutes") is not None else None
         try:
             self.saved = {} if fresh else dict(json.loads(self.path.read_text()))
         except (OSError, ValueError, TypeError):
@@ -361,6 +380,14 @@ class RunClock:
         if self.saved and self.current in self.recorded:  # passing over: a second kill here must not lose the credit
             return
         atomic_write_json(self.path, {"pass": self.current, "minutes": round(self.minutes(), 3)})
+
+    def spent_after(self, names: list[str]) -> float:
+        """Minutes an earlier invocation spent after these passes' checks (the final check), when it checked every
+        one of them: a rerun that reuses its final check adds them back instead of recording the run as 11 min
+        shorter (seed 0's run, replayed: 95.9 min became 84.8)."""
+        if self.total is None or not names or any(n not in self.recorded for n in names):
+            return 0.0
+        return max(0.0, self.total - max(self.recorded[n] for n in names))
 
     def checked(self, name: str) -> None:
         """Pass `name`'s check ended: its minutes are recorded ones when an earlier invocation checked it."""
@@ -429,8 +456,9 @@ def _run_rounds(
     print(f"[rounds] stopped: {reason}", flush=True)
     if int(cfg.iterate.redraws) > 0:
         reason += "; " + _run_redraws(run, cfg, args, timings, history, clock, random, last_round, rounds)
+    earlier = clock.spent_after([h.name for h in history])
     history = final_check(history, cfg, random)
-    doc = write_rounds(run, cfg, history, reason, random, clock.minutes(), at)
+    doc = write_rounds(run, cfg, history, reason, random, clock.minutes() + earlier, at)
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
@@ -505,17 +533,18 @@ def _run_redraws(
 
 def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[PassCheck]:
     """`iterate.final_check`: the best few passes that play (`final_candidates`) play that many real episodes on the
-    check seeds (`eval/final-check`; the short check's seeds are their first), and the best of them is the run's
-    result: a 30-episode check has a standard error ≈ 80 at Doom's std ≈ 450, so between learned rounds it picks
-    nearly at random (README: seed 14). With `iterate.final_more`, the two best of them then play that many more on
-    the seeds after (`eval/final-more`) and the better mean over all their final episodes is the result: 100
-    episodes still leave a difference of two Cs ± ≈ 70 (README: seed 1's rounds 5 and 6)."""
+    check seeds (`eval/final-check`; the short check's seeds are their first, and its episodes count without being
+    played again), and the best of them is the run's result: a 30-episode check has a standard error ≈ 80 at Doom's
+    std ≈ 450, so between learned rounds it picks nearly at random (README: seed 14). With `iterate.final_more`, the
+    two best of them then play that many more on the seeds after (`eval/final-more`) and the better mean over all
+    their final episodes is the result: 100 episodes still leave a difference of two Cs ± ≈ 70 (README: seed 1's
+    rounds 5 and 6)."""
     picks = final_candidates(history, cfg, random)
     n, more = int(cfg.iterate.final_check), int(cfg.iterate.final_more)
     out = list(history)
     for i in picks:
         h = history[i]
-        mean = _check_mean(RunDir(h.path), cfg, "final-check", f"{h.name}: C, real (final)", n)
+        mean = _check_mean(RunDir(h.path), cfg, "final-check", f"{h.name}: C, real (final)", n, reuse="check")
         out[i] = replace(h, final=mean, final_episodes=n)
         print(f"[final check] {h.name}: real {mean:.1f} on {n} episodes (short check {h.real:.1f})", flush=True)
     if more <= 0 or len(picks) < 2:
