@@ -296,3 +296,22 @@ def test_the_configs_death_settings_reach_every_dream(tmp_path):
     for core in (load_dream(cfg, run).core, dream_env(cfg, run).core):
         assert (core.done_sampling, core.done_horizon) == ("bernoulli", 8)
         assert core.done_shift == pytest.approx(np.log(4.0))
+
+
+def test_dream_dropout_sets_ms_masks_in_every_dream_and_defaults_to_what_m_trained_with(tmp_path):
+    """`dream.dropout` (issue 17; Dropout's Dream Land dreamed its M at twice the dropout it trained with): the batched
+    evaluator and DreamEnv alike dream with it; < 0 (the default) keeps `mdnrnn.dropout`; 1 is refused in one line."""
+    from wm.dream import dream_env, load_dream
+    from wm.errors import WMError
+
+    cfg, run = tiny_world(tmp_path / "a")
+    params, seeds = population(cfg)
+    plain = load_dream(cfg, run).evaluate(params, seeds)
+    for sets, p in (({}, 0.0), ({"mdnrnn": {"dropout": 0.1}}, 0.1), ({"dream": {"dropout": 0.3}}, 0.3)):
+        c = C.update(cfg, sets)
+        for core in (load_dream(c, run).core, dream_env(c, run).core):
+            assert core.m.dropout == p
+    dropped = load_dream(C.update(cfg, {"dream": {"dropout": 0.5}}), run).evaluate(params, seeds)
+    assert (dropped[1] != plain[1]).any()  # the masks change the dreams
+    with pytest.raises(WMError, match=r"dream.dropout must be in \[0, 1\)"):
+        load_dream(C.update(cfg, {"dream": {"dropout": 1.0}}), run)

@@ -106,6 +106,18 @@ def read_initial_z(path: Path, z_dim: int) -> tuple[np.ndarray, np.ndarray]:
     return mu, logvar
 
 
+def dream_dropout(cfg: Config) -> float:
+    """M's dropout in the dreams a loaded world plays (its masks drawn per dream episode; the real game and M's
+    training draw none from this): `dream.dropout` when ≥ 0, else what M trained with (`mdnrnn.dropout`). Dropout's
+    Dream Land trained its CarRacing M at 0.05 and dreamed at 0.0 / 0.05 / 0.1 / 0.2 (real −30, 528, 789, 589)."""
+    p = float(cfg.dream.dropout)
+    if p < 0:
+        return float(cfg.mdnrnn.dropout)
+    if p >= 1:
+        raise WMError(f"dream.dropout must be in [0, 1) (or < 0 for mdnrnn.dropout), got {p:g}")
+    return p
+
+
 def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (), params: str | None = None) -> World:
     """Build the parts of the run's world named in `need` (any of "vae", "mdnrnn", "params", "initial_z").
 
@@ -135,7 +147,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             cfg.mdnrnn.hidden,
             cfg.mdnrnn.num_mixtures,
             cfg.mdnrnn.predict_done,
-            dropout=float(cfg.mdnrnn.dropout),
+            dropout=dream_dropout(cfg),
             predict_reward=bool(cfg.mdnrnn.predict_reward),
         )
     if "params" in need:
