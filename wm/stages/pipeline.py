@@ -228,9 +228,8 @@ def _check_mean(
     if s is not None:
         return float(s["mean"])
     first = stored(reuse, None) if reuse else None
-    k = len(first["seeds"]) if first and 0 < len(first["seeds"]) < len(seeds) else 0
-    if k and first["seeds"] != seeds[:k]:
-        k = 0
+    head = first["seeds"] if first else []
+    k = len(head) if len(head) < len(seeds) and head == seeds[: len(head)] else 0
     rest = stored(tag, seeds[k:]) if k else None
     if rest is None:
         note = f"; the first {k} are its {reuse} episodes" if k else ""
@@ -333,12 +332,6 @@ def write_rounds(
     return doc
 
 
-def _recorded_minutes(run: RunDir) -> dict[str, float]:
-    """{pass name: the run's minutes when its check ended} from an earlier invocation's rounds.json ({} without)."""
-    doc = round_checks(run) or {"passes": []}
-    return {str(p["name"]): float(p["minutes"]) for p in doc["passes"] if p.get("minutes") is not None}
-
-
 class RunClock:
     """The run's minutes, `iterate.max_minutes`' clock, kept across the invocations of a killed and resumed run.
 
@@ -352,9 +345,10 @@ class RunClock:
 
     def __init__(self, run: RunDir, t0: float, fresh: bool = False) -> None:
         self.path = run.clock_path
-        self.recorded = {} if fresh else _recorded_minutes(run)
-        doc = None if fresh else round_checks(run)
-        self.total = float(doc["minutes"]) if doc and doc.get("minutes") is not None else None
+        # an earlier invocation's rounds.json: {pass: the run's minutes when its check ended} and its minutes in all
+        doc = ({} if fresh else round_checks(run)) or {}
+        self.recorded = {str(p["name"]): float(p["minutes"]) for p in doc.get("passes", []) if p.get("minutes") is not None}
+        self.total = float(doc["minutes"]) if doc.get("minutes") is not None else None
         try:
             self.saved = {} if fresh else dict(json.loads(self.path.read_text()))
         except (OSError, ValueError, TypeError):
