@@ -673,7 +673,7 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
         spec = verb_args[verb_args.index("--params") + 1] if "--params" in verb_args else None
         pfile = None if "--random" in verb_args else played_params(cfg, where, spec)
         seeds = list(range(int(first), int(first) + int(n)))
-        digest = input_digest(cfg, where, pfile, "--dream" in verb_args)
+        digest = input_digest(where.load_config() or cfg, where, pfile, "--dream" in verb_args)  # evaluate's own cfg
         write_results(where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": digest})
 
     monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
@@ -705,6 +705,16 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     assert mean(run, cfg, "real", "C") == 11.0
     critic.mdnrnn_weights.write_bytes(b"critic M retrained again")
     assert mean(run, cfg, "real", "C") == 11.0  # the real game reads no critic
+    # the dream's settings, as the run's config.yaml holds them (what `evaluate` reads; a round's learned_set may
+    # differ from the base run's): a check dreamed at another temperature or dropout is not this one's
+    run.config_path.write_text(cfg.to_yaml())
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 12.0  # the critic changed since 10
+    run.config_path.write_text(_cfg("dream.critics=[../critic]", "dream.temperature=1.5").to_yaml())
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 13.0
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 13.0  # reused: the run's own settings match
+    run.config_path.write_text(_cfg("dream.critics=[../critic]", "dream.temperature=1.5", "dream.dropout=0.2").to_yaml())
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 14.0
+    assert mean(run, cfg, "real", "C") == 11.0 and len(played) == 14  # the real game reads no dream setting
 
 
 def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_again(tmp_path, monkeypatch):

@@ -62,16 +62,25 @@ def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:
 
 
 def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
-    """Short SHA-256 of the files an evaluation of `run` plays with: V's and M's weights, C's params file when it has
-    one, and in the dream the Ms of `dream.worlds` and `dream.critics` (`evaluate` stores it in the summary; round
-    control reuses a stored check only while these match)."""
+    """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
+    and in the dream the Ms of `dream.worlds` and `dream.critics` and the dream's settings (`dream.*`, its dropout
+    resolved), so a check dreamed at another temperature or dropout is not taken for this one (`evaluate` stores it in
+    the summary; round control reuses a stored check only while these match)."""
     import hashlib
+    import json
+
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:16]
 
     files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
     if dream:
         for key in ("worlds", "critics"):
             files |= {f"{key}{i}": RunDir(p).mdnrnn_weights for i, p in enumerate(dream_worlds(cfg, run, key))}
-    return {k: hashlib.sha256(Path(p).read_bytes()).hexdigest()[:16] for k, p in files.items() if p and Path(p).exists()}
+    out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
+    if dream:
+        settings = cfg.dream.to_dict() | {"dropout": dream_dropout(cfg)}
+        out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
+    return out
 
 
 def read_params(path: Path, n: int, what: str = "controller parameters") -> np.ndarray:

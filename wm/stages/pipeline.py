@@ -207,14 +207,15 @@ def _check_mean(
     """Mean of `evaluate` on the check seeds (`n` of them, default `iterate.check_episodes`, after the first `skip`)
     under `--tag <tag>`: C of `params` (default `evaluate.params`) or the random policy, in the real game or the dream.
     Reused when already there for these seeds and played with the same files (`input_digest`: V, M, C, the dream's
-    other Ms). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
+    other Ms and settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
     final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
     mean is over all."""
     from wm.world import input_digest, played_params
 
     seeds = check_seeds(cfg, n, skip)
     pfile = None if random else played_params(cfg, where, None if params is None else str(params))
-    inputs = input_digest(cfg, where, pfile, dream)
+    # `evaluate` digests under `where`'s stored config (a round's learned_set may change dream.*), so the match does too
+    inputs = input_digest(where.load_config() or cfg, where, pfile, dream)
 
     def stored(t: str, want: list[int] | None) -> dict | None:
         try:
