@@ -615,6 +615,32 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls
 
 
+def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_did_not(tmp_path, monkeypatch):
+    """A killed pipeline writes no stage times (pipeline_timings.jsonl is written at its end), so after a resume the
+    earlier passes' stages take their metrics spans: seed 1's resumed run read "—" for round 1 and 39 s (only its
+    evaluate) for round 2 (issue 22 item 5)."""
+    import time
+
+    from wm.stages.report import rounds_section
+
+    _drive(tmp_path, monkeypatch, SEED14[:3], "iterate.rounds=2")
+    monkeypatch.undo()
+    run = RunDir(tmp_path / "r")
+    start = time.time() - 1000  # before the DONE files below: a span ends at its stage's DONE
+    for where, spans in ((run, {"collect": 200.0}), (RunDir(run.path / "round1"), {"collect": 90, "train-controller": 120})):
+        for verb, span in spans.items():
+            path = where.metrics_path(verb)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f'{{"time": {start}}}\n{{"time": {start + span}, "step": 1}}\n')
+            where.stage_dir(verb).mkdir(parents=True, exist_ok=True)
+            (where.stage_dir(verb) / "DONE").write_text("{}")
+    timed = {"train-vae": 600.0, "round 1/evaluate": 30.0, "round 2/collect": 60.0, "total_s": 690.0}
+    rows = {line.split(" |")[0]: line for line in rounds_section(run, timed) if line.startswith("| ")}
+    assert rows["| first pass"].split(" | ")[6] == "13m20s"  # V 600 s timed, collect 200 s from its metrics
+    assert rows["| [round1](round1/report.md)"].split(" | ")[6] == "4m00s"  # 90 + 120 + the timed 30
+    assert rows["| [round2](round2/report.md)"].split(" | ")[6] == "1m00s"
+
+
 def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeypatch, capsys):
     from wm import status
     from wm.stages.report import rounds_section
