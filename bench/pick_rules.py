@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wm import config as C  # noqa: E402
+from wm.evaluation import pooled_mean  # noqa: E402
 from wm.export import score  # noqa: E402
 from wm.iterate import PassCheck, best_pass, final_candidates, result_index  # noqa: E402
 from wm.rundir import RunDir  # noqa: E402
@@ -36,7 +37,7 @@ def _final_check(where: RunDir) -> float | None:
     f, c = score(where, "final-check"), score(where, "check")
     if f is None or c is None or f["seeds"][0] != c["seeds"][1] + 1:
         return None if f is None else float(f["mean"])
-    return (c["episodes"] * c["mean"] + f["episodes"] * f["mean"]) / (c["episodes"] + f["episodes"])
+    return pooled_mean((c["episodes"], c["mean"]), (f["episodes"], f["mean"]))
 
 
 def picks(run: RunDir) -> dict[str, tuple[str, float | None]]:

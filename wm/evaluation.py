@@ -55,6 +55,13 @@ def format_summary(s: dict[str, Any]) -> str:
     )
 
 
+def pooled_mean(*parts: tuple[int, float]) -> float:
+    """The mean over every episode of several evaluations of one C on consecutive seeds, from each one's (episodes,
+    mean): the final check over the short check's episodes and its own, and `iterate.final_more`'s over both."""
+    n = sum(k for k, _ in parts)
+    return sum(k * float(m) for k, m in parts) / n
+
+
 def pm(s: dict[str, Any] | None) -> str:
     """`mean ± std` rounded to whole steps, `—` for None (tables)."""
     return "—" if s is None else f"{s['mean']:.0f} ± {s['std']:.0f}"

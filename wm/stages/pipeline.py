@@ -25,6 +25,7 @@ from pathlib import Path
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.errors import WMError
+from wm.evaluation import pooled_mean
 from wm.format import duration
 from wm.iterate import (
     PassCheck,
@@ -238,7 +239,7 @@ def _check_mean(
         extra = ["--dream"] * dream + ["--random"] * random + ([] if params is None else ["--params", str(params)])
         _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[k]), "--episodes", str(len(seeds) - k), "--gifs", "0"])
         rest = json.loads(where.eval_summary(tag).read_text())
-    return (k * float(first["mean"]) + (len(seeds) - k) * float(rest["mean"])) / len(seeds) if k else float(rest["mean"])
+    return pooled_mean((k, first["mean"]), (len(seeds) - k, rest["mean"])) if k else float(rest["mean"])
 
 
 def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
@@ -547,7 +548,7 @@ def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[Pa
     for i in sorted(sorted(picks, key=lambda i: (-float(out[i].final or 0.0), i))[:2]):
         h = out[i]
         extra = _check_mean(RunDir(h.path), cfg, "final-more", f"{h.name}: C, real (final, {more} more)", more, skip=n)
-        pooled = (n * float(h.final or 0.0) + more * extra) / (n + more)
+        pooled = pooled_mean((n, h.final or 0.0), (more, extra))
         out[i] = replace(h, final=pooled, final_episodes=n + more)
         print(
             f"[final check] {h.name}: real {extra:.1f} on {more} more episodes: {pooled:.1f} on all {n + more} "
