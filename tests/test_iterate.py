@@ -418,3 +418,17 @@ def test_branch_run_keeps_the_passes_up_to_r_links_data_and_copies_the_rest(tmp_
     with pytest.raises(SystemExit, match="no round5"):
         br.branch(base, 5, tmp_path / "b2")
     assert not (tmp_path / "b2").exists()
+    # --without-evaluate: each check's minutes less the evaluate stages up to it (the pipeline's timing where it has
+    # one, else the stage's metrics span), the run's minutes less all of them
+    doc = {"passes": passes, "stopped": "patience", "result": {"name": "round2"}, "minutes": 33.0}
+    base.rounds_path.write_text(json.dumps(doc))
+    (base.path / "pipeline_timings.jsonl").write_text('{"total_s": 1, "evaluate": 60, "round 1/evaluate": 90}\n')
+    with pytest.raises(SystemExit, match="round2 of .* has no evaluate time"):
+        br.branch(base, 2, tmp_path / "b3", without_evaluate=True)
+    assert not (tmp_path / "b3").exists() and not list(tmp_path.glob("b3*"))
+    metrics = RunDir(base.path / "round2").metrics_path("evaluate")
+    metrics.parent.mkdir(parents=True, exist_ok=True)
+    metrics.write_text('{"time": 100.0}\n{"time": 130.0}\n')
+    br.branch(base, 2, tmp_path / "b3", without_evaluate=True)
+    doc = json.loads((tmp_path / "b3" / "rounds.json").read_text())
+    assert [p["minutes"] for p in doc["passes"]] == [-1.0, 7.5, 17.0] and doc["minutes"] == 30.0

@@ -57,6 +57,7 @@ def _drive(
     asked: list | None = None,
     starts: list | None = None,
     load=None,
+    stages: list | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
     with `round_minutes`, on a fake clock where each round takes that long; with `recorded` ({pass: minutes}), as the
@@ -65,7 +66,8 @@ def _drive(
     explores, rounds.json); each round's `learned` flag (iterate.learned_set applies) is appended to `learned` when
     given; the final check's scores come from `finals` ({pass name: mean}) and `mores` (`iterate.final_more`'s), each
     request (pass, tag, episodes) appended to `asked` (final_more's with the seeds it skips); the pass each round's C
-    starts at (`start_from`, a pass index; None: afresh) is appended to `starts`."""
+    starts at (`start_from`, a pass index; None: afresh) is appended to `starts`; each pass whose stages run is appended
+    to `stages` as (its folder's name, the `last` stage it runs to, its --force)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -102,7 +104,8 @@ def _drive(
     monkeypatch.setattr(pipeline, "prepare_redraw", fake_redraw)
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
-    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
+    seen = stages if stages is not None else []
+    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: seen.append((a[0].path.name, k.get("last"), a[2].force)))
 
     def fake_mean(where, cfg_, tag, what, n=None, skip=0, **kw):
         name = "first pass" if where.path == run.path else where.path.name
@@ -150,6 +153,40 @@ def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tm
     )
     assert rounds == ["round1", "round2"] and doc["stopped"] == "iterate.rounds = 2 reached"
     assert doc["result"]["name"] == "first pass"
+
+
+def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episodes(tmp_path, monkeypatch):
+    """`iterate.evaluate_passes: result`: the rounds' stages stop after C's training (the checks score them), and once
+    the rounds stop the pass round control chose, and no other, runs its evaluate stage; `all` evaluates each pass as
+    it goes and nothing after (issue 22: the evaluations took 5-8 of a Doom seed's 85 min and decided nothing)."""
+    scores = [(165, 1500), (160, 800), (740, 890), (600, 650)]  # round 2 is the result
+    seen: list = []
+    rounds, _, doc = _drive(tmp_path / "a", monkeypatch, scores, "iterate.evaluate_passes=result", stages=seen)
+    assert doc["result"]["name"] == "round2"
+    last = "train-controller"
+    assert seen == [("round1", last, False), ("round2", last, False), ("round3", last, False), ("round2", None, False)]
+    seen.clear()
+    _drive(tmp_path / "b", monkeypatch, scores, "iterate.evaluate_passes=all", stages=seen)
+    assert seen == [("round1", None, False), ("round2", None, False), ("round3", None, False)]
+    # a --force run's final evaluation does not redo the result pass's finished stages
+    seen.clear()
+    cfg = _cfg("iterate.evaluate_passes=result")
+    run = RunDir(tmp_path / "b" / "r")
+    pipeline.evaluate_result(run, argparse.Namespace(force=True, until=None), {})
+    assert seen == [("round2", None, False)]
+    assert pipeline.pass_last(cfg, argparse.Namespace(until="collect")) is None  # --until: the first pass, as asked
+    with pytest.raises(WMError, match="iterate.evaluate_passes must be all or result"):
+        pipeline.main(_main_args(tmp_path / "c", "iterate.evaluate_passes=best"))
+    with pytest.raises(WMError, match="evaluate_passes=result evaluates only the pass round control picks"):
+        pipeline.main(
+            _main_args(tmp_path / "d", "iterate.evaluate_passes=result", "iterate.rounds=2", "iterate.check_episodes=0")
+        )
+
+
+def _main_args(path: Path, *sets: str, demo: bool = False) -> argparse.Namespace:
+    return argparse.Namespace(
+        run=str(path), configs=["doom_takecover", "tiny"], set=list(sets), until=None, force=False, demo=demo, mpi=0
+    )
 
 
 def test_patience_two_survives_one_bad_round(tmp_path, monkeypatch):
@@ -470,7 +507,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
         child.path.mkdir(parents=True, exist_ok=True)
         return child
 
-    def fake_stages(where, cfg_, args, timings, label="", before=None, tick=None):
+    def fake_stages(where, cfg_, args, timings, label="", before=None, tick=None, last=None):
         for verb in ("train-mdnrnn", "train-controller", "evaluate"):
             if before and verb in before:
                 before[verb]()
@@ -615,6 +652,43 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls
 
 
+def test_with_evaluate_passes_result_the_first_pass_stops_after_c_and_the_demo_dreams_only_the_result(tmp_path, monkeypatch):
+    """The first pass, too, stops after C's training under `iterate.evaluate_passes: result`, and `--demo` plays 100
+    dream episodes with the result's C alone (round 1 here), where `all` plays them with every pass's."""
+    import subprocess
+
+    for mode, dreams in (("result", [("round1", "evaluate", "--dream")]), ("all", None)):
+        run = RunDir(tmp_path / mode / "r")
+        firsts: list = []
+
+        def fake_rounds(run_, cfg_, args_, timings, t0, clock=None):
+            kids = [RunDir(run_.path / f"round{k}") for k in (1, 2)]
+            for kid in kids:
+                kid.path.mkdir(parents=True, exist_ok=True)
+            res = {"name": "round1", "path": str(kids[0].path)}
+            run_.rounds_path.write_text(json.dumps({"passes": [], "result": res}))
+            return kids
+
+        calls: list[tuple[str, ...]] = []
+
+        def fake_run(cmd, check=True):
+            calls.append((Path(cmd[cmd.index("--run") + 1]).name, *cmd[3 : cmd.index("--run")]))
+            return subprocess.CompletedProcess(cmd, 0)
+
+        monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: firsts.append(k.get("last")))
+        monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
+        monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
+        monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
+        sets = (f"iterate.evaluate_passes={mode}", "iterate.rounds=2", "iterate.check_episodes=10")
+        assert pipeline.main(_main_args(run.path, *sets, demo=True)) == 0
+        assert firsts == (["train-controller"] if mode == "result" else [None])
+        played = [c for c in calls if c[1:] == ("evaluate", "--dream")]
+        assert played == (
+            dreams or [("r", "evaluate", "--dream"), ("round1", "evaluate", "--dream"), ("round2", "evaluate", "--dream")]
+        )
+        assert ("r", "evaluate", "--random") in calls and ("round2", "report") in calls
+
+
 def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_did_not(tmp_path, monkeypatch):
     """A killed pipeline writes no stage times (pipeline_timings.jsonl is written at its end), so after a resume the
     earlier passes' stages take their metrics spans: seed 1's resumed run read "—" for round 1 and 39 s (only its
@@ -669,6 +743,12 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
     assert any("the best two, round6 and round8, played 300 in all (`iterate.final_more`)" in line for line in lines)
     status.main(argparse.Namespace(run=str(tmp_path / "m" / "r")))
     assert "round8       real    735.3  dream    760.0  final    725.6 (300 episodes)\n" in capsys.readouterr().out
+    assert not any("iterate.evaluate_passes" in line for line in lines)
+    _drive(
+        tmp_path / "e", monkeypatch, SEED14, *sets, "iterate.evaluate_passes=result", random=206.4, finals=finals, mores=mores
+    )
+    monkeypatch.undo()
+    assert any(line.startswith("Only the run's result plays") for line in rounds_section(RunDir(tmp_path / "e" / "r"), {}))
 
 
 def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):

@@ -157,10 +157,12 @@ def _run_stages(
     label: str = "",
     before: dict[str, Callable[[], None]] | None = None,
     tick: Callable[[], None] | None = None,
+    last: str | None = None,
 ) -> None:
     """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
     `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError.
-    `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`)."""
+    `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`). The stages after `last`
+    (or `--until`'s) do not run (`pass_last`)."""
     for i, st in enumerate(STAGES, 1):
         tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
@@ -184,8 +186,28 @@ def _run_stages(
             print(f"{tag}: done in {duration(elapsed)}", flush=True)
             if tick:
                 tick()
-        if args.until == st.verb:
+        if (args.until or last) == st.verb:
             return
+
+
+def pass_last(cfg: Config, args: argparse.Namespace) -> str | None:
+    """The last stage a pass runs as the rounds go: train-controller with `iterate.evaluate_passes: result` under round
+    control (the checks score every pass; only the run's result plays the evaluation episodes, `evaluate_result`),
+    else every stage (None)."""
+    on = str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.rounds) > 0 and not getattr(args, "until", None)
+    return "train-controller" if on and int(cfg.iterate.check_episodes) > 0 else None
+
+
+def evaluate_result(run: RunDir, args: argparse.Namespace, timings: dict[str, float]) -> None:
+    """`iterate.evaluate_passes: result`: the evaluate stage of the pass round control chose (`rounds.json`), the only
+    one that runs it; a pass evaluated already is skipped as any DONE stage."""
+    from wm.status import result_pass
+
+    name, where, _ = result_pass(run)
+    label = "" if where.path == run.path else f"[round {name.removeprefix('round')}] "
+    print(f"[rounds] the run's result, {name}'s C, plays the evaluation episodes", flush=True)
+    # every other stage of the pass is DONE; --force redid the first pass's, not this
+    _run_stages(where, where.load_config(), argparse.Namespace(**{**vars(args), "force": False}), timings, label)
 
 
 def _evaluate(where: RunDir, verb_args: list[str]) -> None:
@@ -301,7 +323,7 @@ def _run_round(
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
-    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate, tick=tick)
+    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate, tick=tick, last=pass_last(cfg, args))
     return child
 
 
@@ -458,6 +480,8 @@ def _run_rounds(
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
+    if pass_last(cfg, args):
+        evaluate_result(run, args, timings)
     return rounds
 
 
@@ -469,10 +493,12 @@ def _redraw_round(
     args: argparse.Namespace,
     timings: dict[str, float],
     tick: Callable[[], None],
+    last: str | None = None,
 ) -> RunDir:
-    """Prepare round k of `run` as redraw r in pass `world`'s world and run its stages (only C's are not DONE)."""
+    """Prepare round k of `run` as redraw r in pass `world`'s world and run its stages (only C's are not DONE) up to
+    `last` (`pass_last`)."""
     child = prepare_redraw(run, k, RunDir(world.path), world.name, r)
-    _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=tick)
+    _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=tick, last=last)
     return child
 
 
@@ -521,7 +547,13 @@ def _run_redraws(
         k, world = len(history), history[j]
         name = round_dir(run, k).path.name
         print(f"[redraw {r}/≤{n}] {name}: C trained again in {world.name}'s world (es.seed + {100 * r})", flush=True)
-        est = _run_pass(clock, history, rounds, name, partial(_redraw_round, run, k, world, r, args, timings, clock.tick))
+        est = _run_pass(
+            clock,
+            history,
+            rounds,
+            name,
+            partial(_redraw_round, run, k, world, r, args, timings, clock.tick, pass_last(cfg, args)),
+        )
         done += 1
     print(f"[redraws] {done} redraw(s): {why}", flush=True)
     return f"then {done} redraw(s) (iterate.redraws = {n}: {why})"
@@ -577,6 +609,13 @@ def main(args: argparse.Namespace) -> int:
             "iterate.redraws trains C again in the worlds round control found learned: it needs "
             "iterate.check_episodes > 0, or set 'iterate.redraws=0'"
         )
+    if (ev := str(cfg.iterate.evaluate_passes)) not in ("all", "result"):
+        raise WMError(f"iterate.evaluate_passes must be all or result, got {ev!r}")
+    if ev == "result" and int(cfg.iterate.rounds) > 0 and int(cfg.iterate.check_episodes) <= 0:
+        raise WMError(
+            "iterate.evaluate_passes=result evaluates only the pass round control picks: it needs "
+            "iterate.check_episodes > 0, or set 'iterate.evaluate_passes=all'"
+        )
     if int(cfg.iterate.final_check) > 0:
         if int(cfg.iterate.check_episodes) <= 0:
             raise WMError(
@@ -595,7 +634,7 @@ def main(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     clock = RunClock(run, t0, fresh=args.force)
     clock.enter("first pass")
-    _run_stages(run, cfg, args, timings, tick=clock.tick)
+    _run_stages(run, cfg, args, timings, tick=clock.tick, last=pass_last(cfg, args))
     rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0, clock)
     # the stages' times are on disk before the demo's report reads them (its per-pass time column)
     now = time.time()
@@ -603,16 +642,22 @@ def main(args: argparse.Namespace) -> int:
     with open(run.timings_path, "a") as f:
         f.write(json.dumps(rec) + "\n")
     if args.demo:
+        # with evaluate_passes: result only the result's C plays the 100 dream episodes too (the checks have the rest)
+        only = None
+        if pass_last(cfg, args):
+            from wm.status import result_pass
+
+            only = result_pass(run)[1].path
         extra = [
             (run, "random baseline in the real game", ["evaluate", "--random"]),
             (run, "random baseline in the dream", ["evaluate", "--random", "--dream", "--tag", "random-dream"]),
-            (run, "trained controller in the dream", ["evaluate", "--dream"]),
         ]
+        if only in (None, run.path):
+            extra.append((run, "trained controller in the dream", ["evaluate", "--dream"]))
         for k, child in enumerate(rounds, 1):
-            extra += [
-                (child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]),
-                (child, f"round {k}: report", ["report"]),
-            ]
+            if only in (None, child.path):
+                extra.append((child, f"round {k}: trained controller in its dream", ["evaluate", "--dream"]))
+            extra.append((child, f"round {k}: report", ["report"]))
         extra.append((run, "run report", ["report"]))  # last: its per-pass table reads every round's dream evaluation
         for where, what, verb_args in extra:
             print(f"[demo] {what}", flush=True)

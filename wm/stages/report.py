@@ -156,6 +156,13 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             name += f" (redraw in {c['world']}'s world)"
         mark = "**the run's result**" if where.path == result else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
+    cfg = run.load_config()
+    if cfg is not None and str(cfg.iterate.evaluate_passes) == "result":
+        lines += [
+            "",
+            "Only the run's result plays the evaluation episodes (`iterate.evaluate_passes: result`); every pass's real "
+            "and dream figures are its checks.",
+        ]
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
     if checks and any(p.get("final") is not None for p in checks["passes"]):
