@@ -652,41 +652,40 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     assert calls.index(("round1", "evaluate", "--dream")) < calls.index(("r", "report")) == len(calls) - 1, calls
 
 
-def test_with_evaluate_passes_result_the_first_pass_stops_after_c_and_the_demo_dreams_only_the_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mode", ["result", "all"])
+def test_with_evaluate_passes_result_the_first_pass_stops_after_c_and_the_demo_dreams_only_the_result(
+    tmp_path, monkeypatch, mode
+):
     """The first pass, too, stops after C's training under `iterate.evaluate_passes: result`, and `--demo` plays 100
     dream episodes with the result's C alone (round 1 here), where `all` plays them with every pass's."""
     import subprocess
 
-    for mode, dreams in (("result", [("round1", "evaluate", "--dream")]), ("all", None)):
-        run = RunDir(tmp_path / mode / "r")
-        firsts: list = []
+    run = RunDir(tmp_path / "r")
+    firsts: list = []
+    calls: list[tuple[str, ...]] = []
 
-        def fake_rounds(run_, cfg_, args_, timings, t0, clock=None):
-            kids = [RunDir(run_.path / f"round{k}") for k in (1, 2)]
-            for kid in kids:
-                kid.path.mkdir(parents=True, exist_ok=True)
-            res = {"name": "round1", "path": str(kids[0].path)}
-            run_.rounds_path.write_text(json.dumps({"passes": [], "result": res}))
-            return kids
+    def fake_rounds(run_, cfg_, args_, timings, t0, clock=None):
+        kids = [RunDir(run_.path / f"round{k}") for k in (1, 2)]
+        for kid in kids:
+            kid.path.mkdir(parents=True, exist_ok=True)
+        res = {"name": "round1", "path": str(kids[0].path)}
+        run_.rounds_path.write_text(json.dumps({"passes": [], "result": res}))
+        return kids
 
-        calls: list[tuple[str, ...]] = []
+    def fake_run(cmd, check=True):
+        calls.append((Path(cmd[cmd.index("--run") + 1]).name, *cmd[3 : cmd.index("--run")]))
+        return subprocess.CompletedProcess(cmd, 0)
 
-        def fake_run(cmd, check=True):
-            calls.append((Path(cmd[cmd.index("--run") + 1]).name, *cmd[3 : cmd.index("--run")]))
-            return subprocess.CompletedProcess(cmd, 0)
-
-        monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: firsts.append(k.get("last")))
-        monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
-        monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
-        monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
-        sets = (f"iterate.evaluate_passes={mode}", "iterate.rounds=2", "iterate.check_episodes=10")
-        assert pipeline.main(_main_args(run.path, *sets, demo=True)) == 0
-        assert firsts == (["train-controller"] if mode == "result" else [None])
-        played = [c for c in calls if c[1:] == ("evaluate", "--dream")]
-        assert played == (
-            dreams or [("r", "evaluate", "--dream"), ("round1", "evaluate", "--dream"), ("round2", "evaluate", "--dream")]
-        )
-        assert ("r", "evaluate", "--random") in calls and ("round2", "report") in calls
+    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: firsts.append(k.get("last")))
+    monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
+    monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
+    monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
+    sets = (f"iterate.evaluate_passes={mode}", "iterate.rounds=2", "iterate.check_episodes=10")
+    assert pipeline.main(_main_args(run.path, *sets, demo=True)) == 0
+    assert firsts == (["train-controller"] if mode == "result" else [None])
+    played = [c[0] for c in calls if c[1:] == ("evaluate", "--dream")]
+    assert played == (["round1"] if mode == "result" else ["r", "round1", "round2"])
+    assert ("r", "evaluate", "--random") in calls and ("round2", "report") in calls
 
 
 def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_did_not(tmp_path, monkeypatch):
@@ -748,7 +747,10 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
         tmp_path / "e", monkeypatch, SEED14, *sets, "iterate.evaluate_passes=result", random=206.4, finals=finals, mores=mores
     )
     monkeypatch.undo()
-    assert any(line.startswith("Only the run's result plays") for line in rounds_section(RunDir(tmp_path / "e" / "r"), {}))
+    assert any(
+        line.startswith("Under `iterate.evaluate_passes: result` only the run's result")
+        for line in rounds_section(RunDir(tmp_path / "e" / "r"), {})
+    )
 
 
 def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):

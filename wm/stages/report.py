@@ -160,8 +160,8 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     if cfg is not None and str(cfg.iterate.evaluate_passes) == "result":
         lines += [
             "",
-            "Only the run's result plays the evaluation episodes (`iterate.evaluate_passes: result`); every pass's real "
-            "and dream figures are its checks.",
+            "Under `iterate.evaluate_passes: result` only the run's result plays the evaluation episodes; the checks "
+            "score every pass.",
         ]
     if checks and checks.get("stopped"):
         lines += ["", f"Round control stopped: {checks['stopped']}."]
