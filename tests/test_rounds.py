@@ -574,6 +574,35 @@ def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
     assert "round8       real    735.3  dream    760.0  final    776.8  ← result" in out
 
 
+def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp_path, capsys):
+    """Under `iterate.evaluate_passes: result` a pass's evaluate that has not run reads "result only", not "not
+    started", in `status`, the TUI's rows (`stage_rows`) and the report, once its C is trained; a single pass, or
+    `all`, keeps "not started"."""
+    from wm import status
+    from wm.iterate import round_config
+    from wm.stages.report import render
+
+    def evaluate_state(*sets: str, name: str = "r", train: bool = True) -> str:
+        cfg = _cfg(*sets)
+        run = RunDir(tmp_path / f"{'-'.join(sets)}-{train}" / name)
+        run.bind_config(round_config(cfg, 1) if name.startswith("round") else cfg, None)
+        if train:
+            run.mark_done("train-controller")
+        return dict((v, st) for v, st, _ in status.stage_rows(run))["evaluate"]
+
+    on = "iterate.evaluate_passes=result"
+    assert evaluate_state(on) == evaluate_state(on, name="round3") == "result only"
+    assert evaluate_state(on, train=False) == "not started"  # its C not trained yet
+    assert evaluate_state(on, "iterate.rounds=0") == "not started"  # a single pass evaluates itself
+    assert evaluate_state("iterate.evaluate_passes=all", name="round3") == "not started"
+    run = RunDir(tmp_path / f"{on}-True" / "round3")
+    status.main(argparse.Namespace(run=str(run.path)))
+    assert "evaluate          result only" in capsys.readouterr().out
+    assert "| evaluate | result only |" in render(run)
+    run.mark_done("evaluate")
+    assert dict((v, st) for v, st, _ in status.stage_rows(run))["evaluate"] == "done"
+
+
 def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     import numpy as np
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from wm.errors import WMError
@@ -23,9 +24,29 @@ def key_figures(run: RunDir, verb: str) -> dict[str, Any]:
     return out
 
 
+RESULT_ONLY = "result only"  # the state of a pass's evaluate that `iterate.evaluate_passes: result` leaves to the result
+
+
+def result_only(run: RunDir) -> bool:
+    """Whether `run`'s evaluate is left to the run's result (`iterate.evaluate_passes: result`): a pass of a run under
+    round control (the run itself with rounds, or one of its rounds) whose C is trained and whose evaluate never
+    started."""
+    if run.state("evaluate") != "not started" or not run.is_done("train-controller"):
+        return False
+    cfg = run.load_config()
+    if cfg is None or str(cfg.iterate.evaluate_passes) != "result" or int(cfg.iterate.check_episodes) <= 0:
+        return False
+    return int(cfg.iterate.rounds) > 0 or re.fullmatch(r"round\d+", run.path.name) is not None
+
+
 def stage_rows(run: RunDir) -> list[tuple[str, str, dict[str, Any]]]:
-    """(verb, state, key figures) per stage, in pipeline order."""
-    return [(s.verb, run.state(s.verb), key_figures(run, s.verb)) for s in STAGES]
+    """(verb, state, key figures) per stage, in pipeline order; a pass's evaluate left to the run's result reads
+    `RESULT_ONLY` instead of "not started"."""
+    skipped = result_only(run)
+    return [
+        (s.verb, RESULT_ONLY if skipped and s.verb == "evaluate" else run.state(s.verb), key_figures(run, s.verb))
+        for s in STAGES
+    ]
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

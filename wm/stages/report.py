@@ -231,7 +231,7 @@ def _rel(run: RunDir, p: Path) -> str:
 
 def render(run: RunDir) -> str:
     """The report's Markdown (also writes the plots it links)."""
-    from wm.status import key_figures
+    from wm.status import RESULT_ONLY, key_figures, result_only
 
     cfg = run.load_config()
     if cfg is None:
@@ -269,7 +269,8 @@ def render(run: RunDir) -> str:
             except (OSError, json.JSONDecodeError):
                 pass
         fig = figures(figs, ", ") or "—"
-        lines.append(f"| {st.verb} | {run.state(st.verb)} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
+        state = RESULT_ONLY if st.verb == "evaluate" and result_only(run) else run.state(st.verb)
+        lines.append(f"| {st.verb} | {state} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
     lines += rounds_section(run, pipeline)
     lines += checks_section(run, cfg)
     lines += ["", "## Evaluation", ""]
