@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wm.iterate import round_dir  # noqa: E402
 from wm.rundir import RunDir, atomic_write_json, round_dirs  # noqa: E402
-from wm.stages.report import pipeline_timings, stage_time  # noqa: E402
+from wm.stages.report import pass_stage_time, pipeline_timings  # noqa: E402
 
 LINKED = (".npz", ".h5")  # large and never rewritten once their stage is DONE
 
@@ -55,14 +55,12 @@ def _copy_tree(src: Path, dst: Path, skip: set[Path]) -> None:
 
 def evaluate_minutes(run: RunDir, names: list[str]) -> dict[str, float]:
     """{pass: minutes its evaluate stage took} for `run`'s passes `names` (the pipeline's timing, else the stage's metrics
-    span: `wm.stages.report.stage_time`); one line and exit when a pass has none."""
+    span: `wm.stages.report.pass_stage_time`); one line and exit when a pass has none."""
     timings = pipeline_timings(run)
     out = {}
     for name in names:
         k = 0 if name == "first pass" else int(name.removeprefix("round"))
-        prefix = f"round {k}/" if k else ""
-        own = {key.removeprefix(prefix): v for key, v in timings.items() if key.startswith(prefix)} if k else timings
-        secs = stage_time(RunDir(run.path / name) if k else run, "evaluate", own)
+        secs = pass_stage_time(RunDir(run.path / name) if k else run, "evaluate", timings, f"round {k}/" if k else "")
         if secs is None:
             raise SystemExit(f"error: {name} of {run.path} has no evaluate time (pipeline_timings.jsonl or its metrics)")
         out[name] = secs / 60

@@ -53,6 +53,12 @@ def pass_from_round(j: int) -> str:
     return ".." if j == 0 else f"../round{j}"
 
 
+def evaluates_result_only(cfg: Config) -> bool:
+    """`iterate.evaluate_passes: result` under round control (`iterate.check_episodes` > 0): the passes leave the
+    evaluate stage to the run's result, which plays it once the final check has chosen (wm.stages.pipeline)."""
+    return str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.check_episodes) > 0
+
+
 def round_config(
     cfg: Config, k: int, explore: float | None = None, learned: bool = False, start_from: int | None = None
 ) -> Config:

@@ -8,6 +8,7 @@ from typing import Any
 
 from wm.errors import WMError
 from wm.format import figures
+from wm.iterate import evaluates_result_only
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
 from wm.rundir import RunDir, round_dirs
@@ -34,7 +35,7 @@ def result_only(run: RunDir) -> bool:
     if run.state("evaluate") != "not started" or not run.is_done("train-controller"):
         return False
     cfg = run.load_config()
-    if cfg is None or str(cfg.iterate.evaluate_passes) != "result" or int(cfg.iterate.check_episodes) <= 0:
+    if cfg is None or not evaluates_result_only(cfg):
         return False
     return int(cfg.iterate.rounds) > 0 or re.fullmatch(r"round\d+", run.path.name) is not None
 

@@ -31,6 +31,7 @@ from wm.iterate import (
     PassCheck,
     below_target,
     check_seeds,
+    evaluates_result_only,
     final_candidates,
     gate_verdict,
     learned_round,
@@ -194,8 +195,8 @@ def pass_last(cfg: Config, args: argparse.Namespace) -> str | None:
     """The last stage a pass runs as the rounds go: train-controller with `iterate.evaluate_passes: result` under round
     control (the checks score every pass; only the run's result plays the evaluation episodes, `evaluate_result`),
     else every stage (None)."""
-    on = str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.rounds) > 0 and not getattr(args, "until", None)
-    return "train-controller" if on and int(cfg.iterate.check_episodes) > 0 else None
+    on = evaluates_result_only(cfg) and int(cfg.iterate.rounds) > 0 and not getattr(args, "until", None)
+    return "train-controller" if on else None
 
 
 def evaluate_result(run: RunDir, args: argparse.Namespace, timings: dict[str, float]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 from wm.errors import WMError
 from wm.evaluation import pm
 from wm.format import duration, figures, number
+from wm.iterate import evaluates_result_only
 from wm.paper import SCORES, paper_row
 from wm.registry import STAGES, plots
 from wm.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
@@ -106,13 +107,19 @@ def stage_time(run: RunDir, verb: str, pipeline: dict[str, Any]) -> float | None
     return recs[-1]["time"] - recs[0]["time"] if len(recs) >= 2 else None
 
 
+def pass_stage_time(where: RunDir, verb: str, pipeline: dict[str, Any], prefix: str = "") -> float | None:
+    """`stage_time` of one stage of a pass: the pipeline's timing under `prefix` ("round k/"; "" for the first pass),
+    else the stage's metrics span."""
+    own = {k.removeprefix(prefix): v for k, v in pipeline.items() if k.startswith(prefix)} if prefix else pipeline
+    return stage_time(where, verb, own)
+
+
 def pass_time(where: RunDir, pipeline: dict[str, Any], prefix: str = "") -> float | None:
     """Wall time of one pass, the sum of its stages' (`stage_time`): the pipeline's timing under `prefix` ("round k/")
     where a command recorded it, else the stage's metrics span. A run killed and resumed records only the later
     command's stages, so without the fallback a round run before the kill read "—" and one cut by it only its last
     stage (seed 1's round 2: 39 s of ≈ 8 min)."""
-    own = {k.removeprefix(prefix): v for k, v in pipeline.items() if k.startswith(prefix)} if prefix else pipeline
-    secs = [t for st in STAGES if (t := stage_time(where, st.verb, own)) is not None]
+    secs = [t for st in STAGES if (t := pass_stage_time(where, st.verb, pipeline, prefix)) is not None]
     return sum(secs) if secs else None
 
 
@@ -157,7 +164,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
         mark = "**the run's result**" if where.path == result else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     cfg = run.load_config()
-    if cfg is not None and str(cfg.iterate.evaluate_passes) == "result":
+    if cfg is not None and evaluates_result_only(cfg):
         lines += [
             "",
             "Under `iterate.evaluate_passes: result` only the run's result plays the evaluation episodes; the checks "
@@ -231,7 +238,7 @@ def _rel(run: RunDir, p: Path) -> str:
 
 def render(run: RunDir) -> str:
     """The report's Markdown (also writes the plots it links)."""
-    from wm.status import RESULT_ONLY, key_figures, result_only
+    from wm.status import stage_rows
 
     cfg = run.load_config()
     if cfg is None:
@@ -259,9 +266,9 @@ def render(run: RunDir) -> str:
         "|---|---|---|---|",
     ]
     pipeline = pipeline_timings(run)
-    for st in STAGES:
-        figs = dict(key_figures(run, st.verb))
-        done = run.stage_dir(st.verb) / "DONE"
+    for verb, state, key in stage_rows(run):
+        figs = dict(key)
+        done = run.stage_dir(verb) / "DONE"
         if done.exists():
             try:
                 info = json.loads(done.read_text())
@@ -269,8 +276,7 @@ def render(run: RunDir) -> str:
             except (OSError, json.JSONDecodeError):
                 pass
         fig = figures(figs, ", ") or "—"
-        state = RESULT_ONLY if st.verb == "evaluate" and result_only(run) else run.state(st.verb)
-        lines.append(f"| {st.verb} | {state} | {fig} | {duration(stage_time(run, st.verb, pipeline))} |")
+        lines.append(f"| {verb} | {state} | {fig} | {duration(stage_time(run, verb, pipeline))} |")
     lines += rounds_section(run, pipeline)
     lines += checks_section(run, cfg)
     lines += ["", "## Evaluation", ""]
