@@ -575,9 +575,9 @@ def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
 
 
 def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp_path, capsys):
-    """Under `iterate.evaluate_passes: result` a pass's evaluate that has not run reads "result only", not "not
-    started", in `status`, the TUI's rows (`stage_rows`) and the report, once its C is trained; a single pass, or
-    `all`, keeps "not started"."""
+    """Under `iterate.evaluate_passes: result` a pass's evaluate that has not run reads "result only" in `status`, the
+    TUI's rows (`stage_rows`) and the report, once its C is trained, though round control's checks have started its
+    folder ("resumable" before); a single pass, or `all`, keeps the stage's own state."""
     from wm import status
     from wm.iterate import round_config
     from wm.stages.report import render
@@ -588,13 +588,14 @@ def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp
         run.bind_config(round_config(cfg, 1) if name.startswith("round") else cfg, None)
         if train:
             run.mark_done("train-controller")
+            run.eval_dir("check").mkdir(parents=True)  # round control's check: the stage has started
         return dict((v, st) for v, st, _ in status.stage_rows(run))["evaluate"]
 
     on = "iterate.evaluate_passes=result"
     assert evaluate_state(on) == evaluate_state(on, name="round3") == "result only"
     assert evaluate_state(on, train=False) == "not started"  # its C not trained yet
-    assert evaluate_state(on, "iterate.rounds=0") == "not started"  # a single pass evaluates itself
-    assert evaluate_state("iterate.evaluate_passes=all", name="round3") == "not started"
+    assert evaluate_state(on, "iterate.rounds=0") == "resumable"  # a single pass evaluates itself
+    assert evaluate_state("iterate.evaluate_passes=all", name="round3") == "resumable"
     run = RunDir(tmp_path / f"{on}-True" / "round3")
     status.main(argparse.Namespace(run=str(run.path)))
     assert "evaluate          result only" in capsys.readouterr().out

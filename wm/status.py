@@ -30,9 +30,9 @@ RESULT_ONLY = "result only"  # the state of a pass's evaluate that `iterate.eval
 
 def result_only(run: RunDir) -> bool:
     """Whether `run`'s evaluate is left to the run's result (`iterate.evaluate_passes: result`): a pass of a run under
-    round control (the run itself with rounds, or one of its rounds) whose C is trained and whose evaluate never
-    started."""
-    if run.state("evaluate") != "not started" or not run.is_done("train-controller"):
+    round control (the run itself with rounds, or one of its rounds) whose C is trained and whose evaluate is neither
+    done nor running. Its folder has started all the same: round control's checks are evaluations under it."""
+    if run.state("evaluate") in ("done", "running") or not run.is_done("train-controller"):
         return False
     cfg = run.load_config()
     if cfg is None or not evaluates_result_only(cfg):
