@@ -68,6 +68,7 @@ def test_small_doom_preset_keeps_the_papers_dream_until_c_has_learned():
         (16, "bernoulli"),
     ]
     assert (cfg.iterate.rounds, cfg.iterate.max_minutes, cfg.iterate.target_ratio, cfg.iterate.patience) == (9, 85, 2.0, 2)
+    assert cfg.iterate.unlearned_minutes == 120  # a seed not yet learned by minute 85 goes on (a slower machine)
     assert before.mdnrnn.to_dict() | {"done_horizon": 16} == after.mdnrnn.to_dict()  # nothing else differs in M
 
 

@@ -261,6 +261,32 @@ def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypat
     assert doc["result"]["name"] == "round2"
 
 
+def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes_until_one_plays(tmp_path, monkeypatch):
+    # 12-min rounds, max_minutes 35, random 50 (the target: 100). Three passes below the target; round 3 would end at
+    # 36 > 35, so max_minutes alone stops there and the run's result is a C that does not play (80). With
+    # unlearned_minutes 60 round 3 runs, learns (300), and max_minutes applies again: no round 4 (at 36 min).
+    scores = [(60, 70), (70, 80), (80, 90), (300, 310), (400, 410), (500, 510)]
+    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=35", round_minutes=12)
+    assert rounds == ["round1", "round2"] and doc["result"]["name"] == "round2"
+    sets = ("iterate.max_minutes=35", "iterate.unlearned_minutes=60")
+    rounds, _, doc = _drive(tmp_path / "late", monkeypatch, scores, *sets, round_minutes=12)
+    assert rounds == ["round1", "round2", "round3"] and doc["result"]["name"] == "round3"
+    assert doc["stopped"] == "time budget iterate.max_minutes = 35 spent (36 min)"
+    # a run that never learns stops at unlearned_minutes: round 4 ends at 48, round 5 would end at 60 > 50
+    low = [(60 + i, 70 + i) for i in range(6)]
+    sets = ("iterate.max_minutes=35", "iterate.unlearned_minutes=50")
+    rounds, _, doc = _drive(tmp_path / "never", monkeypatch, low, *sets, round_minutes=12)
+    assert rounds == ["round1", "round2", "round3", "round4"]
+    assert doc["stopped"] == (
+        "time budget iterate.unlearned_minutes = 50: another round, as long as the last (12 min), would end at 60 min"
+    )
+    ok = ("iterate.rounds=2", "iterate.check_episodes=10", "iterate.max_minutes=35", "iterate.unlearned_minutes=50")
+    for bad in ("iterate.max_minutes=0", "iterate.max_minutes=50", "iterate.check_episodes=0", "iterate.target_ratio=0"):
+        with pytest.raises(WMError, match=r"^iterate.unlearned_minutes \(50\) lengthens iterate.max_minutes"):
+            pipeline.main(_main_args(tmp_path / "bad", *ok, bad))
+        assert not (tmp_path / "bad").exists()
+
+
 def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):
     # budget 30 min; the first invocation's first pass ended at 8 min, round 1 at 20, then a kill in round 2. The
     # rerun passes over round 1 again (the clock set back to its recorded 20 min, round length 12) and does not start

@@ -610,6 +610,13 @@ def main(args: argparse.Namespace) -> int:
             "iterate.redraws trains C again in the worlds round control found learned: it needs "
             "iterate.check_episodes > 0, or set 'iterate.redraws=0'"
         )
+    late, budget = float(cfg.iterate.unlearned_minutes), float(cfg.iterate.max_minutes)
+    if late > 0 and not (0 < budget < late and int(cfg.iterate.check_episodes) > 0 and float(cfg.iterate.target_ratio) > 0):
+        raise WMError(
+            f"iterate.unlearned_minutes ({late:g}) lengthens iterate.max_minutes ({budget:g}) while no pass's real check "
+            "has reached iterate.target_ratio × random: it needs round control (iterate.check_episodes > 0, "
+            "target_ratio > 0) and 0 < max_minutes < unlearned_minutes, or set 'iterate.unlearned_minutes=0'"
+        )
     if (ev := str(cfg.iterate.evaluate_passes)) not in ("all", "result"):
         raise WMError(f"iterate.evaluate_passes must be all or result, got {ev!r}")
     if ev == "result" and int(cfg.iterate.rounds) > 0 and int(cfg.iterate.check_episodes) <= 0:
