@@ -261,7 +261,9 @@ def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypat
     assert doc["result"]["name"] == "round2"
 
 
-def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes_until_one_plays(tmp_path, monkeypatch):
+def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes_until_one_plays(
+    tmp_path, monkeypatch, capsys
+):
     # 12-min rounds, max_minutes 35, random 50 (the target: 100). Three passes below the target; round 3 would end at
     # 36 > 35, so max_minutes alone stops there and the run's result is a C that does not play (80). With
     # unlearned_minutes 60 round 3 runs, learns (300), and max_minutes applies again: no round 4 (at 36 min).
@@ -272,6 +274,10 @@ def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes
     rounds, _, doc = _drive(tmp_path / "late", monkeypatch, scores, *sets, round_minutes=12)
     assert rounds == ["round1", "round2", "round3"] and doc["result"]["name"] == "round3"
     assert doc["stopped"] == "time budget iterate.max_minutes = 35 spent (36 min)"
+    out = capsys.readouterr().out.splitlines()  # each round's line says which budget it started under
+    assert "minute 12 of iterate.max_minutes = 35;" in next(x for x in out if x.startswith("[round 2/≤5]"))
+    line = [x for x in out if x.startswith("[round 3/≤5]")]
+    assert len(line) == 1 and "below 2 × random's 50.0); minute 24 of iterate.unlearned_minutes = 60; collect" in line[0]
     # a run that never learns stops at unlearned_minutes: round 4 ends at 48, round 5 would end at 60 > 50
     low = [(60 + i, 70 + i) for i in range(6)]
     sets = ("iterate.max_minutes=35", "iterate.unlearned_minutes=50")

@@ -44,6 +44,7 @@ from wm.iterate import (
     round_config,
     round_dir,
     stop_reason,
+    time_budget,
     warm_start_pass,
 )
 from wm.metrics import last_record
@@ -458,8 +459,10 @@ def _run_rounds(
             )
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         start = warm_start_pass(history, cfg, random)
+        key, budget = time_budget(history, cfg, random)
+        spent = f"minute {clock.minutes():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
         print(
-            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; "
+            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; {spent}"
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
             + ("" if start is None else f" from {history[start].name}'s C")
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
