@@ -602,7 +602,9 @@ def main(args: argparse.Namespace) -> int:
         check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
     after_learning = {"learned_set": "[]", "warm_start_learned": "false"}  # round control's options once C plays
     on = [k for k in after_learning if cfg.iterate[k]]
-    if on and (int(cfg.iterate.check_episodes) <= 0 or float(cfg.iterate.target_ratio) <= 0):
+    # round control with a target: what tells a pass that plays from one that does not (learned_set, unlearned_minutes)
+    targeted = int(cfg.iterate.check_episodes) > 0 and float(cfg.iterate.target_ratio) > 0
+    if on and not targeted:
         raise WMError(
             f"iterate.{on[0]} applies after a pass whose real check reaches iterate.target_ratio × random: "
             "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
@@ -614,7 +616,7 @@ def main(args: argparse.Namespace) -> int:
             "iterate.check_episodes > 0, or set 'iterate.redraws=0'"
         )
     late, budget = float(cfg.iterate.unlearned_minutes), float(cfg.iterate.max_minutes)
-    if late > 0 and not (0 < budget < late and int(cfg.iterate.check_episodes) > 0 and float(cfg.iterate.target_ratio) > 0):
+    if late > 0 and not (targeted and 0 < budget < late):
         raise WMError(
             f"iterate.unlearned_minutes ({late:g}) lengthens iterate.max_minutes ({budget:g}) while no pass's real check "
             "has reached iterate.target_ratio × random: it needs round control (iterate.check_episodes > 0, "
