@@ -46,6 +46,9 @@ def _pipeline(run: Path, **kw) -> subprocess.Popen:
         "iterate.mdnrnn_epochs=1",
         "iterate.warm_start_c=true",
         "iterate.check_episodes=3",
+        "iterate.clock=work",  # no budget here: the work clock only counts, from the real stages' files
+        "iterate.work.stage=1",
+        "iterate.work.dream_step=0.001",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
@@ -114,6 +117,16 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert [p["name"] for p in rounds["passes"]] == ["first pass", "round1"]
     assert rounds["check_seeds"] == [5000000, 5000001, 5000002] and rounds["stopped"] == "iterate.rounds = 1 reached"
     assert rounds["result"]["name"] in ("first pass", "round1")
+    # the work clock read each pass's work from the files the stages wrote (wm.workclock)
+    units = {p["name"]: p["work_units"] for p in rounds["passes"]}
+    frames0, frames1 = (int(d.done_info("collect")["collect/frames"]) for d in (run, r1))
+    assert units["first pass"]["collect_frame"] == frames0 and units["first pass"]["agent_frame"] == 0
+    assert units["round1"]["agent_frame"] == frames1 - frames0 > 0 and units["round1"]["collect_frame"] == 0
+    assert units["first pass"]["vae_sample"] > 0 and units["round1"]["vae_sample"] == 0  # the round's V is linked
+    assert all(u[k] > 0 for u in units.values() for k in ("encode_frame", "mdnrnn_sample", "dream_step", "real_step"))
+    assert (units["first pass"]["stage"], units["round1"]["stage"]) == (5 + 3, 4 + 2)  # stages run + checks played
+    assert rounds["clock"] == "work"
+    assert rounds["work_minutes"] == pytest.approx(rounds["passes"][-1]["work_minutes"], abs=0.01)
     # the top-level report tells the whole run: every pass side by side and which C is the result
     from wm.stages.report import render
 

@@ -293,6 +293,49 @@ def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes
         assert not (tmp_path / "bad").exists()
 
 
+def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_clock_reads(tmp_path, monkeypatch, capsys):
+    # iterate.clock: work. The passes' work (wm.workclock, stubbed here: 10 work minutes for the first pass, 12 for each
+    # round) decides, not the machine's minutes: on a fake wall clock where each round takes 1 min the wall budget of
+    # 35 would let all 5 rounds run (every C exploits its dream, so nothing else stops them); by work, rounds 1 and 2
+    # end at 22 and 34, and round 3 would end at 46 > 35. On a machine 10x slower (10 wall min a round) the same.
+    from wm import workclock
+
+    work = {"r": 10.0}  # the first pass's folder is "r"
+
+    def units(where, prev, cfg):
+        return {**dict.fromkeys(workclock.UNITS, 0.0), "stage": work.get(where.path.name, 12.0)}
+
+    monkeypatch.setattr(workclock, "pass_units", units)
+    scores = [(100, 1000), (110, 1000), (120, 1000), (130, 1000), (140, 1000), (150, 1000)]
+    sets = ("iterate.max_minutes=35", "iterate.clock=work", "iterate.work.stage=60")  # a "stage" unit: one minute
+    for wall in (1, 10):
+        rounds, _, doc = _drive(tmp_path / f"w{wall}", monkeypatch, scores, *sets, round_minutes=wall)
+        assert rounds == ["round1", "round2"]
+        assert doc["stopped"] == (
+            "time budget iterate.max_minutes = 35: another round, as long as the last (12 work min), would end at 46 work min"
+        )
+        assert [p["work_minutes"] for p in doc["passes"]] == [10.0, 22.0, 34.0]
+        assert [p["minutes"] for p in doc["passes"]] == pytest.approx([0.0, wall, 2 * wall], abs=1e-6)
+        assert doc["clock"] == "work" and doc["work_minutes"] == 34.0
+        assert doc["passes"][1]["work_units"]["stage"] == 12.0
+        line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("[round 2/≤5]"))
+        assert "; work minute 22 of iterate.max_minutes = 35; collect" in line
+    # the wall clock, on the same fake clock, runs every round
+    rounds, _, doc = _drive(tmp_path / "wall", monkeypatch, scores, "iterate.max_minutes=35", round_minutes=1)
+    assert rounds == ["round1", "round2", "round3", "round4", "round5"] and doc["clock"] == "wall"
+    assert "work_minutes" not in doc and "work_minutes" not in doc["passes"][0]
+    # a work clock that prices nothing, or a clock that is neither, is refused in one line before anything is written
+    ok = ("iterate.rounds=2", "iterate.check_episodes=10", "iterate.max_minutes=35")
+    for bad, msg in (
+        (("iterate.clock=work",), r"^iterate.clock: work needs iterate.work's seconds per unit"),
+        (("iterate.clock=work", "iterate.work.stage=-1", "iterate.work.dream_step=1"), r"^iterate.clock: work needs"),
+        (("iterate.clock=cpu",), r"^iterate.clock must be wall or work, got 'cpu'$"),
+    ):
+        with pytest.raises(WMError, match=msg):
+            pipeline.main(_main_args(tmp_path / "bad", *ok, *bad))
+        assert not (tmp_path / "bad").exists()
+
+
 def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):
     # budget 30 min; the first invocation's first pass ended at 8 min, round 1 at 20, then a kill in round 2. The
     # rerun passes over round 1 again (the clock set back to its recorded 20 min, round length 12) and does not start

@@ -274,12 +274,13 @@ def stop_reason(
     if done >= int(it.rounds):
         return f"iterate.rounds = {it.rounds} reached"
     key, budget = time_budget(history, cfg, random)
+    unit = "work min" if str(it.clock) == "work" else "min"
     if budget > 0 and minutes >= budget:
-        return f"time budget iterate.{key} = {budget:g} spent ({minutes:.0f} min)"
+        return f"time budget iterate.{key} = {budget:g} spent ({minutes:.0f} {unit})"
     if budget > 0 and minutes + round_minutes > budget:
         return (
             f"time budget iterate.{key} = {budget:g}: another round, as long as the last "
-            f"({round_minutes:.0f} min), would end at {minutes + round_minutes:.0f} min"
+            f"({round_minutes:.0f} {unit}), would end at {minutes + round_minutes:.0f} {unit}"
         )
     if history[-1].exploits(float(it.exploit_ratio)):
         return None  # the last C exploits M: the next round's data (its own failures) is what removes the exploit
@@ -289,6 +290,11 @@ def stop_reason(
     if since >= int(it.patience):
         return f"no better real check score in the last {since} round(s) (iterate.patience = {it.patience})"
     return None
+
+
+def budget_unit(cfg: Config) -> str:
+    """What the time budget counts, for the rounds' console lines: "minute" (wall clock) or "work minute"."""
+    return "work minute" if str(cfg.iterate.clock) == "work" else "minute"
 
 
 def time_budget(history: list[PassCheck], cfg: Config, random: float) -> tuple[str, float]:

@@ -30,6 +30,7 @@ from wm.format import duration
 from wm.iterate import (
     PassCheck,
     below_target,
+    budget_unit,
     check_seeds,
     evaluates_result_only,
     final_candidates,
@@ -53,6 +54,8 @@ from wm.rundir import RunDir, atomic_write_json, round_dirs
 from wm.stages.report import evaluations
 from wm.stages.train_controller import check_fitness
 from wm.status import round_checks
+from wm.workclock import WorkLedger
+from wm.workclock import rates as work_rates
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -337,15 +340,20 @@ def write_rounds(
     random: float = 0.0,
     minutes: float = 0.0,
     at: dict[str, float] | None = None,
+    work: WorkLedger | None = None,
 ) -> dict:
     """`rounds.json`: every pass's check scores and the run's minutes when its check ended (`at`: what a rerun's
-    time budget resumes from), which C is the run's result, why the rounds stopped, the minutes spent when written."""
+    time budget resumes from), which C is the run's result, why the rounds stopped, the minutes spent when written;
+    with the work clock (`work`) also each pass's work minutes at its check and its units (wm.workclock)."""
     best = history[result_index(history)]
     at = at or {}
+    ratio = float(cfg.iterate.exploit_ratio)
+    passes = [{**asdict(h), "exploits": h.exploits(ratio), "minutes": at.get(h.name)} for h in history]
+    if work is not None:
+        for p in passes:
+            p |= {"work_minutes": work.marks.get(p["name"]), "work_units": work.units.get(p["name"])}
     doc = {
-        "passes": [
-            {**asdict(h), "exploits": h.exploits(float(cfg.iterate.exploit_ratio)), "minutes": at.get(h.name)} for h in history
-        ],
+        "passes": passes,
         "random_check": random,
         "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
         "check_seeds": check_seeds(cfg),
@@ -353,6 +361,8 @@ def write_rounds(
         "final_more": int(cfg.iterate.final_more),
         "stopped": stopped,
         "minutes": round(minutes, 2),
+        "clock": str(cfg.iterate.clock),
+        **({"work_minutes": round(work.total, 2)} if work is not None else {}),
     }
     atomic_write_json(run.rounds_path, doc)
     return doc
@@ -369,8 +379,9 @@ class RunClock:
     that credit a run killed late in a round ran that round's finished stages for free and, resumed, ran rounds an
     uninterrupted run would not (seed 1 of the two-draw recipe: round 6's 13 min were counted as 0.2)."""
 
-    def __init__(self, run: RunDir, t0: float, fresh: bool = False) -> None:
+    def __init__(self, run: RunDir, t0: float, fresh: bool = False, work: WorkLedger | None = None) -> None:
         self.path = run.clock_path
+        self.work = work  # iterate.clock: work — the budget counts the passes' work, not these minutes
         # an earlier invocation's rounds.json: {pass: the run's minutes when its check ended} and its minutes in all
         doc = ({} if fresh else round_checks(run)) or {}
         self.recorded = {str(p["name"]): float(p["minutes"]) for p in doc.get("passes", []) if p.get("minutes") is not None}
@@ -382,9 +393,15 @@ class RunClock:
         self.base, self.at = 0.0, t0
         self.current = "first pass"
         self.marks: dict[str, float] = {}  # {pass: the run's minutes when its check ended}
+        self.budget_marks: dict[str, float] = {}  # {pass: the budget's minutes (wall or work) when its check ended}
 
     def minutes(self) -> float:
         return self.base + (time.time() - self.at) / 60
+
+    def budget(self) -> float:
+        """The minutes `iterate.max_minutes` counts: the run's wall-clock minutes, or with `iterate.clock: work` the
+        reference machine's minutes for the work of the passes checked so far (wm.workclock)."""
+        return self.work.total if self.work is not None else self.minutes()
 
     def enter(self, name: str, since: float = 0.0) -> None:
         """Pass `name` starts (or resumes) now; `since`: the run's minutes when its predecessor's check ended."""
@@ -409,11 +426,15 @@ class RunClock:
             return 0.0
         return max(0.0, self.total - max(self.recorded[n] for n in names))
 
-    def checked(self, name: str) -> None:
-        """Pass `name`'s check ended: its minutes are recorded ones when an earlier invocation checked it."""
+    def checked(self, name: str, where: RunDir | None = None, prev: RunDir | None = None) -> None:
+        """Pass `name` (in `where`, extending `prev`'s episodes) was checked: its minutes are recorded ones when an
+        earlier invocation checked it; the work clock counts its work from its files."""
         if name in self.recorded:
             self.base, self.at = self.recorded[name], time.time()
         self.marks[name] = self.minutes()
+        if self.work is not None and where is not None:
+            self.work.add(name, where, prev)
+        self.budget_marks[name] = self.work.marks[name] if self.work is not None else self.marks[name]
         self.tick()
 
 
@@ -436,19 +457,20 @@ def _run_rounds(
             _run_round(run, cfg, k, None, args, timings)
         return rounds
     # A rerun resumes the run's time budget, not a fresh one (RunClock).
-    clock = clock or RunClock(run, t0, fresh=getattr(args, "force", False))
+    work = WorkLedger(cfg) if str(cfg.iterate.clock) == "work" else None
+    clock = clock or RunClock(run, t0, fresh=getattr(args, "force", False), work=work)
     at = clock.marks
     random = random_check(run, cfg)
     history: list[PassCheck] = [check_pass(run, cfg, "first pass")]
     rounds: list[RunDir] = []
-    clock.checked("first pass")
+    clock.checked("first pass", run)
     if clock.recorded:
         print(f"[rounds] resuming the time budget from the minutes {run.rounds_path} recorded", flush=True)
-    last_round = 0.0  # minutes the last round took (collect, M, C, check): the estimate of the next one's
-    while (reason := stop_reason(history, cfg, clock.minutes(), random, last_round)) is None:
+    last_round = 0.0  # the budget's minutes the last round took (collect, M, C, check): the estimate of the next one's
+    while (reason := stop_reason(history, cfg, clock.budget(), random, last_round)) is None:
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg, random)
-        write_rounds(run, cfg, history, None, random, clock.minutes(), at)
+        write_rounds(run, cfg, history, None, random, clock.minutes(), at, clock.work)
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
@@ -460,7 +482,7 @@ def _run_rounds(
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         start = warm_start_pass(history, cfg, random)
         key, budget = time_budget(history, cfg, random)
-        spent = f"minute {clock.minutes():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
+        spent = f"{budget_unit(cfg)} {clock.budget():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; {spent}"
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
@@ -480,7 +502,7 @@ def _run_rounds(
         reason += "; " + _run_redraws(run, cfg, args, timings, history, clock, random, last_round, rounds)
     earlier = clock.spent_after([h.name for h in history])
     history = final_check(history, cfg, random)
-    doc = write_rounds(run, cfg, history, reason, random, clock.minutes() + earlier, at)
+    doc = write_rounds(run, cfg, history, reason, random, clock.minutes() + earlier, at, clock.work)
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
@@ -512,13 +534,14 @@ def _run_pass(
     """Pass `name` after the last one checked, a round or a redraw: the clock enters it, `build()` prepares it and runs
     its stages, its check is appended to `history` and recorded on the clock. Returns its length in the run's minutes
     (from its predecessor's check to its own)."""
-    started = clock.marks[history[-1].name]
+    prev = history[-1].name
+    started = clock.marks[prev]
     clock.enter(name, started)
     child = build()
     rounds.append(child)
     history.append(check_pass(child, child.load_config(), name))
-    clock.checked(name)
-    return clock.marks[name] - started
+    clock.checked(name, child, RunDir(history[-2].path))
+    return clock.budget_marks[name] - clock.budget_marks[prev]
 
 
 def _run_redraws(
@@ -545,8 +568,8 @@ def _run_redraws(
         if j is None:
             why = "no learned world to redraw in"
             break
-        if budget > 0 and clock.minutes() + est > budget:
-            why = f"time budget: another, about {est:.0f} min, would end at {clock.minutes() + est:.0f} min"
+        if budget > 0 and clock.budget() + est > budget:
+            why = f"time budget: another, about {est:.0f} min, would end at {clock.budget() + est:.0f} min"
             break
         k, world = len(history), history[j]
         name = round_dir(run, k).path.name
@@ -622,6 +645,10 @@ def main(args: argparse.Namespace) -> int:
             "has reached iterate.target_ratio × random: it needs round control (iterate.check_episodes > 0, "
             "target_ratio > 0) and 0 < max_minutes < unlearned_minutes, or set 'iterate.unlearned_minutes=0'"
         )
+    if (clk := str(cfg.iterate.clock)) not in ("wall", "work"):
+        raise WMError(f"iterate.clock must be wall or work, got {clk!r}")
+    if clk == "work":
+        work_rates(cfg)  # one line now when they price nothing, not after the first pass
     if (ev := str(cfg.iterate.evaluate_passes)) not in ("all", "result"):
         raise WMError(f"iterate.evaluate_passes must be all or result, got {ev!r}")
     if ev == "result" and int(cfg.iterate.rounds) > 0 and int(cfg.iterate.check_episodes) <= 0:
