@@ -89,7 +89,7 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
             add("train-controller", unit, n)
     for stage in out.values():
         stage["stage"] = 1.0
-    for summary in sorted(where.path.glob("eval/*/summary.json")):
+    for summary in where.eval_summaries():
         tag = summary.parent.name
         if tag not in CHECKS and not tag.startswith("gate-"):
             continue
