@@ -58,12 +58,10 @@ def _done(where: RunDir, verb: str) -> dict[str, Any] | None:
     return None if "linked_from" in info else info
 
 
-STAGES = ("collect", "train-vae", "encode", "train-mdnrnn", "train-controller", "checks")
-
-
 def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, dict[str, float]]:
-    """The work pass `where` did (its own `cfg`), by stage it ran (`STAGES`; "checks": round control's episodes) and
-    unit (`UNITS`); `prev`: the pass whose episodes it extended (None: the first pass)."""
+    """The work pass `where` did (its own `cfg`), by stage it ran (collect, train-vae, encode, train-mdnrnn,
+    train-controller; "checks": round control's episodes) and unit (`UNITS`); `prev`: the pass whose episodes it
+    extended (None: the first pass)."""
     out: dict[str, dict[str, float]] = {}
 
     def add(stage: str, unit: str, n: float) -> None:

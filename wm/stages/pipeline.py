@@ -395,6 +395,11 @@ class RunClock:
         self.marks: dict[str, float] = {}  # {pass: the run's minutes when its check ended}
         self.budget_marks: dict[str, float] = {}  # {pass: the budget's minutes (wall or work) when its check ended}
 
+    @classmethod
+    def of(cls, run: RunDir, cfg: Config, t0: float, fresh: bool = False) -> RunClock:
+        """The run's clock, with a work ledger when `iterate.clock` is `work`."""
+        return cls(run, t0, fresh, WorkLedger(cfg) if str(cfg.iterate.clock) == "work" else None)
+
     def minutes(self) -> float:
         return self.base + (time.time() - self.at) / 60
 
@@ -457,8 +462,7 @@ def _run_rounds(
             _run_round(run, cfg, k, None, args, timings)
         return rounds
     # A rerun resumes the run's time budget, not a fresh one (RunClock).
-    work = WorkLedger(cfg) if str(cfg.iterate.clock) == "work" else None
-    clock = clock or RunClock(run, t0, fresh=getattr(args, "force", False), work=work)
+    clock = clock or RunClock.of(run, cfg, t0, fresh=getattr(args, "force", False))
     at = clock.marks
     random = random_check(run, cfg)
     history: list[PassCheck] = [check_pass(run, cfg, "first pass")]
@@ -672,7 +676,7 @@ def main(args: argparse.Namespace) -> int:
         )
     t0 = time.time()
     timings: dict[str, float] = {}
-    clock = RunClock(run, t0, fresh=args.force)
+    clock = RunClock.of(run, cfg, t0, fresh=args.force)
     clock.enter("first pass")
     _run_stages(run, cfg, args, timings, tick=clock.tick, last=pass_last(cfg, args))
     rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0, clock)
