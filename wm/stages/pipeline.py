@@ -369,7 +369,9 @@ def write_rounds(
 
 
 class RunClock:
-    """The run's minutes, `iterate.max_minutes`' clock, kept across the invocations of a killed and resumed run.
+    """The run's minutes, `iterate.max_minutes`' clock, kept across the invocations of a killed and resumed run
+    (with `iterate.clock: work` the budget counts its `work` ledger instead, read from the passes' files; these wall
+    minutes are still recorded in rounds.json).
 
     A rerun passes again over the passes an earlier invocation checked (their stages are skipped): at each one's check
     the clock is set to the minutes rounds.json recorded there, so passing over costs nothing and each round's length
