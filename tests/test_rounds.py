@@ -334,6 +334,12 @@ def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_cl
         with pytest.raises(WMError, match=msg):
             pipeline.main(_main_args(tmp_path / "bad", *ok, *bad))
         assert not (tmp_path / "bad").exists()
+    from wm import status
+
+    capsys.readouterr()
+    status.main(argparse.Namespace(run=str(tmp_path / "w10" / "r")))
+    out = capsys.readouterr().out
+    assert "    budget clock: work, 34.0 work min at the last check (wall clock: 20.0 min)\n" in out
 
 
 def test_a_rerun_resumes_the_time_budget(tmp_path, monkeypatch, capsys):

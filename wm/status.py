@@ -81,6 +81,9 @@ def main(args: argparse.Namespace) -> int:
             print(f"    {p['name']:<12} real {p['real']:8.1f}  dream {p['dream']:8.1f}{final}{flag}{mark}")
         if checks.get("stopped"):
             print(f"    stopped: {checks['stopped']}")
+        if checks.get("clock") == "work" and checks.get("work_minutes") is not None:
+            wall = f" (wall clock: {checks['minutes']:.1f} min)" if checks.get("minutes") is not None else ""
+            print(f"    budget clock: work, {checks['work_minutes']:.1f} work min at the last check{wall}")
     return 0
 
 
