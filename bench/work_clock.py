@@ -10,7 +10,9 @@ the prices of `--configs`/`--set` (or, with `--fit`, prices fitted by least squa
 decision replayed after every pass with each clock (the same checks; `wm.iterate.stop_reason`): a work clock that
 matches the machine's minutes stops the run where the wall clock stopped it. `--fit` prints the fitted prices as
 `--set` arguments: fit them on the reference machine, never per machine (the point is that they are the same
-everywhere).
+everywhere). `--slower 1.25` replays the wall clock as a machine 1.25x slower would have run it (every pass's
+minutes scaled; the same checks): where its stop differs from the work clock's, the wall clock would have given that
+machine another result.
 """
 
 from __future__ import annotations
@@ -62,6 +64,12 @@ def main() -> int:
     ap.add_argument("--configs", nargs="+", default=["doom_takecover", "small"], help="where the prices come from")
     ap.add_argument("--set", nargs="*", default=[])
     ap.add_argument("--fit", action="store_true", help="fit the prices from the run's own stage timings")
+    ap.add_argument(
+        "--slower",
+        type=float,
+        default=1.0,
+        help="replay the wall clock as on a machine this many times slower (every pass's minutes scaled)",
+    )
     args = ap.parse_args()
     run = RunDir(args.run)
     doc, plist = passes(run)
@@ -95,13 +103,15 @@ def main() -> int:
         out.append({"pass": name, "wall_min": wall, "work_min": round(work_total, 2), "ratio": ratio})
     history = [PassCheck(p["name"], p["path"], float(p["real"]), float(p["dream"])) for p in doc["passes"]]
     random = float(doc.get("random_check", 0.0))
-    run_cfg = run.load_config() or cfg
+    run_cfg = C.update(run.load_config() or cfg, C.parse_set(args.set), source="--set")  # round control as replayed
     stops = {}
+    k = float(args.slower)
     for clock, key in (("wall", "wall_min"), ("work", "work_min")):
         c = C.update(run_cfg, {"iterate.clock": clock})
+        at = [float(p[key] or 0.0) * (k if clock == "wall" else 1.0) for p in out]
         for i in range(len(history)):
-            last = out[i][key] - (out[i - 1][key] if i else 0.0) if i else 0.0
-            why = stop_reason(history[: i + 1], c, out[i][key], random, last)
+            last = at[i] - at[i - 1] if i else 0.0
+            why = stop_reason(history[: i + 1], c, at[i], random, last)
             if why is not None:
                 stops[clock] = {"after": history[i].name, "why": why}
                 break
@@ -113,6 +123,7 @@ def main() -> int:
                 "run": str(run.path),
                 "prices": {k: float(f"{v:.4g}") for k, v in prices.items()},
                 "fitted": args.fit,
+                "wall_slower": k,
                 "passes": out,
                 "stops": stops,
                 "same_stop": stops["wall"]["after"] == stops["work"]["after"],
