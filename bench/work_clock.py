@@ -30,12 +30,15 @@ from wm import config as C  # noqa: E402
 from wm.iterate import PassCheck, stop_reason  # noqa: E402
 from wm.rundir import RunDir  # noqa: E402
 from wm.stages.report import pass_stage_time, pipeline_timings  # noqa: E402
+from wm.status import round_checks  # noqa: E402
 from wm.workclock import UNITS, seconds, stage_units  # noqa: E402
 
 
 def passes(run: RunDir) -> tuple[dict, list[tuple[str, RunDir, RunDir | None, str]]]:
     """rounds.json and, per pass it checked: (name, its directory, the pass it extended, its timings prefix)."""
-    doc = json.loads(run.rounds_path.read_text())
+    doc = round_checks(run)
+    if doc is None:
+        raise SystemExit(f"error: {run.rounds_path} is missing or not round control's record")
     out, prev = [], None
     for p in doc["passes"]:
         name = p["name"]

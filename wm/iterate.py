@@ -274,7 +274,7 @@ def stop_reason(
     if done >= int(it.rounds):
         return f"iterate.rounds = {it.rounds} reached"
     key, budget = time_budget(history, cfg, random)
-    unit = "work min" if str(it.clock) == "work" else "min"
+    unit = f"{clock_prefix(cfg)}min"
     if budget > 0 and minutes >= budget:
         return f"time budget iterate.{key} = {budget:g} spent ({minutes:.0f} {unit})"
     if budget > 0 and minutes + round_minutes > budget:
@@ -292,9 +292,9 @@ def stop_reason(
     return None
 
 
-def budget_unit(cfg: Config) -> str:
-    """What the time budget counts, for the rounds' console lines: "minute" (wall clock) or "work minute"."""
-    return "work minute" if str(cfg.iterate.clock) == "work" else "minute"
+def clock_prefix(cfg: Config) -> str:
+    """What the time budget's minutes are, for its messages: "" (the wall clock's) or "work " (`iterate.clock: work`)."""
+    return "work " if str(cfg.iterate.clock) == "work" else ""
 
 
 def time_budget(history: list[PassCheck], cfg: Config, random: float) -> tuple[str, float]:

@@ -287,10 +287,14 @@ class RunDir:
         learning curve."""
         return self.checks_dir / f"gen_{generation:04d}.npz"
 
+    def check_files(self) -> list[Path]:
+        """Every kept check's file (`check_params`) in generation order, unread."""
+        return sorted(self.checks_dir.glob("gen_*.npz")) if self.checks_dir.exists() else []
+
     def checks(self) -> list[tuple[Path, dict[str, np.ndarray]]]:
         """Every kept check in generation order: its file and its arrays (read once, the file closed)."""
         out = []
-        for f in sorted(self.checks_dir.glob("gen_*.npz")) if self.checks_dir.exists() else []:
+        for f in self.check_files():
             with np.load(f) as z:
                 out.append((f, {k: z[k] for k in z.files}))
         return out

@@ -123,8 +123,7 @@ def _controller_units(where: RunDir, cfg: Config) -> dict[str, float]:
         episodes = per_gen + (int(es.eval_episodes) if "es/eval_mean" in rec else 0)
         u[key] += float(rec["es/len_mean"]) * episodes
     if int(es.pick_real) > 0:
-        checks = len(list(where.checks_dir.glob("gen_*.npz"))) if where.checks_dir.exists() else 0
-        u["real_step"] += checks * int(es.pick_real) * int(cfg.env.max_steps)
+        u["real_step"] += len(where.check_files()) * int(es.pick_real) * int(cfg.env.max_steps)
     return u
 
 

@@ -30,8 +30,8 @@ from wm.format import duration
 from wm.iterate import (
     PassCheck,
     below_target,
-    budget_unit,
     check_seeds,
+    clock_prefix,
     evaluates_result_only,
     final_candidates,
     gate_verdict,
@@ -395,7 +395,6 @@ class RunClock:
         self.base, self.at = 0.0, t0
         self.current = "first pass"
         self.marks: dict[str, float] = {}  # {pass: the run's minutes when its check ended}
-        self.budget_marks: dict[str, float] = {}  # {pass: the budget's minutes (wall or work) when its check ended}
 
     @classmethod
     def of(cls, run: RunDir, cfg: Config, t0: float, fresh: bool = False) -> RunClock:
@@ -409,6 +408,10 @@ class RunClock:
         """The minutes `iterate.max_minutes` counts: the run's wall-clock minutes, or with `iterate.clock: work` the
         reference machine's minutes for the work of the passes checked so far (wm.workclock)."""
         return self.work.total if self.work is not None else self.minutes()
+
+    def budget_at(self, name: str) -> float:
+        """The budget's minutes (wall or work) when pass `name`'s check ended."""
+        return (self.work.marks if self.work is not None else self.marks)[name]
 
     def enter(self, name: str, since: float = 0.0) -> None:
         """Pass `name` starts (or resumes) now; `since`: the run's minutes when its predecessor's check ended."""
@@ -441,7 +444,6 @@ class RunClock:
         self.marks[name] = self.minutes()
         if self.work is not None and where is not None:
             self.work.add(name, where, prev)
-        self.budget_marks[name] = self.work.marks[name] if self.work is not None else self.marks[name]
         self.tick()
 
 
@@ -488,7 +490,7 @@ def _run_rounds(
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         start = warm_start_pass(history, cfg, random)
         key, budget = time_budget(history, cfg, random)
-        spent = f"{budget_unit(cfg)} {clock.budget():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
+        spent = f"{clock_prefix(cfg)}minute {clock.budget():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; {spent}"
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
@@ -547,7 +549,7 @@ def _run_pass(
     rounds.append(child)
     history.append(check_pass(child, child.load_config(), name))
     clock.checked(name, child, RunDir(history[-2].path))
-    return clock.budget_marks[name] - clock.budget_marks[prev]
+    return clock.budget_at(name) - clock.budget_at(prev)
 
 
 def _run_redraws(
