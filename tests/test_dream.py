@@ -456,3 +456,29 @@ def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
     assert 0 < sum(t > 0 for t in starts) < 10  # both kinds of start among the ten
     with pytest.raises(WMError, match="branch"):
         DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branch_share=0.5)
+
+
+def test_branch_steps_cut_a_branched_dream_to_its_window_and_pay_only_those_steps(world):
+    """`dream.branch_steps` N (issue 17): a branched start plays min(N, cap − t0) steps, truncated, and is paid M's
+    rewards over those steps only; a frame-0 start still plays to the cap; N < 0 is refused."""
+    from wm.dream import branch_states
+
+    m, c, mu0, lv0 = world
+    never = _reward_m(_never_dies(m), 0.25)  # no deaths; every step pays 0.25
+    b = branch_states(never, _series([30, 25, 20]), 16, newest=0, seed=1)
+    seeds = np.arange(40, dtype=np.int64).reshape(4, 10) * 131 + 7
+    params = _params(c, 4)
+    for n_steps in (7, 35):
+        ev = DreamEvaluator(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=n_steps)
+        off = ev.core.reset(tf.constant(seeds.ravel()))[3].numpy()
+        assert 0 < (off > 0).sum() < off.size  # both kinds of start
+        r, n = ev.evaluate(params, seeds)
+        want = np.where(off > 0, np.minimum(n_steps, CAP - off), CAP)  # 35 > CAP − t0 for late starts: the cap
+        np.testing.assert_array_equal(n.ravel(), want)
+        np.testing.assert_allclose(r.ravel(), 0.25 * want, rtol=1e-5)
+    env = DreamEnv(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=1.0, branch_steps=7)
+    env.reset(seed=int(seeds[0, 0]), params=params[0])
+    flags = [env.step()[2:4] for _ in range(7)]
+    assert flags == [(False, False)] * 6 + [(False, True)]  # the window ends truncated, not terminated
+    with pytest.raises(WMError, match="branch_steps"):
+        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=-1)

@@ -16,7 +16,8 @@ With M's dropout (`mdnrnn.dropout`), each episode draws its masks once from its 
 to its end: every dream is a slightly different simulator (Dropout's Dream Land). With `dream.branch_share` (not the
 paper's; measured on Doom, README "Nor are dreams branched mid-game"), that share of the episodes starts instead at
 a recorded mid-game state (`branch_states`: frame t0 of a recorded episode and M's (c, h) teacher-forced up to it)
-and plays the rest of the game, max_steps − t0 steps at most, without the restart flag.
+and plays the rest of the game, max_steps − t0 steps at most, without the restart flag; with `dream.branch_steps` N
+only its next N steps (short rollouts from recorded states, where M is still accurate: MBPO, Janner et al. 2019).
 """
 
 from __future__ import annotations
@@ -187,6 +188,7 @@ class _Core:
         start: str = "recorded",
         branches: Branches | None = None,
         branch_share: float = 0.0,
+        branch_steps: int = 0,
         critics: Sequence[MDNRNN] = (),
         pessimism: float = 1.0,
     ):
@@ -226,6 +228,10 @@ class _Core:
         if branch_share > 0 and (branches is None or not len(branches.t0)):
             raise WMError("dream.branch_share > 0 needs branch states (wm.dream.branch_states of the run's series)")
         self.branch_share = float(branch_share)
+        if int(branch_steps) < 0:
+            raise WMError(f"dream.branch_steps must be ≥ 0 (0: the rest of the game), got {branch_steps!r}")
+        # a branched dream's window: it ends (truncated) after this many steps, 0 = at the game's cap
+        self.branch_steps = int(branch_steps)
         self.branches = None
         if self.branch_share > 0:
             if branches.c.shape[1] != mdnrnn.hidden or branches.mu.shape[1] != mdnrnn.z_dim:
@@ -301,6 +307,8 @@ class _Core:
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
         )
         done = tf.cast(t, tf.int64) + 1 + off >= self.max_steps  # the game's step cap
+        if self.branch_steps > 0:  # a branched start's window (`dream.branch_steps`)
+            done = tf.logical_or(done, tf.logical_and(off > 0, tf.cast(t, tf.int64) + 1 >= self.branch_steps))
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
             p = tf.sigmoid(out.done_logit - self.done_shift)
@@ -484,7 +492,9 @@ class DreamEnv:
             )
         self.state, self.crit, self.t = (z, c, h), tuple(crit), self.t + 1
         done = bool(done.numpy()[0])
-        truncated = done and self.t + int(self.off.numpy()[0]) >= self.core.max_steps
+        off = int(self.off.numpy()[0])
+        window = off > 0 and 0 < self.core.branch_steps <= self.t  # a branched start's window ran out
+        truncated = done and (self.t + off >= self.core.max_steps or window)
         reward = float(r.numpy()[0])  # 1 per step (§5), or M's predicted reward with a reward head
         return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
@@ -561,10 +571,16 @@ def done_options(cfg: Config) -> dict[str, Any]:
 
 
 def dream_options(cfg: Config) -> dict[str, Any]:
-    """A run's dreams as C trains in them: `done_options` plus where they start (`dream.start`, `dream.branch_share`;
-    the branch table itself is per M, built by the caller) and `dream.pessimism` (the critics' Ms: `other_ms`)."""
+    """A run's dreams as C trains in them: `done_options` plus where they start (`dream.start`, `dream.branch_share`,
+    `dream.branch_steps`; the branch table itself is per M, built by the caller) and `dream.pessimism` (the critics'
+    Ms: `other_ms`)."""
     d = cfg.dream
-    return done_options(cfg) | {"start": d.start, "branch_share": float(d.branch_share), "pessimism": float(d.pessimism)}
+    return done_options(cfg) | {
+        "start": d.start,
+        "branch_share": float(d.branch_share),
+        "branch_steps": int(d.branch_steps),
+        "pessimism": float(d.pessimism),
+    }
 
 
 def run_series(cfg: Config, run: RunDir) -> Series:
