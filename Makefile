@@ -45,7 +45,7 @@ lint: $(STAMP)
 
 # these read a finished run (--run / --world): run them by hand on one (README, Results)
 BENCH_ON_RUNS := bench/atari_probe.py bench/branch_run.py bench/car_speed_probe.py bench/controller_ensemble.py bench/es_compare.py \
-                bench/reward_calibration.py bench/round_compare.py bench/work_clock.py \
+                bench/reward_calibration.py bench/round_compare.py bench/work_clock.py bench/window_calibration.py \
                 bench/pick_rules.py bench/vae_shift.py
 
 bench: $(STAMP)

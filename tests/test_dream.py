@@ -383,8 +383,8 @@ def test_branch_states_are_m_teacher_forced_to_a_recorded_frame(world):
     for i in range(24):
         # which episode: the row's μ is frame t0 of episode 1 (25 frames) or 2 (20 frames), never episode 0
         hits = [e for e in (0, 1, 2) if b.t0[i] <= s.lengths[e] - 2 and np.array_equal(b.mu[i], mu[s.starts[e] + b.t0[i]])]
-        assert hits and 0 not in hits, i
-        e, t0 = hits[0], int(b.t0[i])
+        assert hits and 0 not in hits and b.episode[i] in hits, i  # the row names its episode
+        e, t0 = int(b.episode[i]), int(b.t0[i])
         rows = slice(s.starts[e], s.starts[e] + t0)
         restart = np.zeros((1, t0), np.float32)
         restart[0, 0] = 1.0
@@ -482,3 +482,21 @@ def test_branch_steps_cut_a_branched_dream_to_its_window_and_pay_only_those_step
     assert flags == [(False, False)] * 6 + [(False, True)]  # the window ends truncated, not terminated
     with pytest.raises(WMError, match="branch_steps"):
         DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=-1)
+
+
+def test_window_calibration_bench_sums_each_window_and_correlates_over_states(repo_root):
+    """`bench/window_calibration.py`'s figures (issue 17): returns summed over the window, their correlation over
+    states, the mean error per step; against hand-computed values."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("window_calibration", repo_root / "bench" / "window_calibration.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    real = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [3.0, 0.0, 0.0]])  # returns 2, 0, 3
+    pred = np.array([[0.0, 0.0, 0.5], [0.0, 0.0, -0.5], [0.0, 1.0, 0.5]])  # returns 0.5, −0.5, 1.5
+    got = bench.window_stats(real, pred)
+    assert got["states"] == 3 and got["real_return_mean"] == pytest.approx(5 / 3)
+    assert got["pred_return_mean"] == pytest.approx(0.5)
+    assert got["return_corr"] == pytest.approx(np.corrcoef([2, 0, 3], [0.5, -0.5, 1.5])[0, 1])
+    assert got["step_error_mean"] == pytest.approx((1.5 - 5) / 9)
+    assert bench.window_stats(real, np.zeros_like(real))["return_corr"] is None  # a flat prediction ranks nothing

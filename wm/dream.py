@@ -117,6 +117,7 @@ class Branches:
     c: np.ndarray  # (N, H)
     h: np.ndarray  # (N, H)
     t0: np.ndarray  # (N,) int64, ≥ 1
+    episode: np.ndarray | None = None  # (N,) the series episode each row was drawn from
 
 
 def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int, window: int = 0) -> Branches:
@@ -152,6 +153,7 @@ def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int
         c.numpy(),
         h.numpy(),
         t0,
+        eps[ep_of],
     )
 
 
