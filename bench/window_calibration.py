@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("--states", type=int, default=1024)
     ap.add_argument("--episodes", type=int, default=200, help="the newest N episodes of series/ (0 = all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--temperature", type=float, default=None, help="τ of the free run (default: dream.temperature)")
     a = ap.parse_args()
     if min(a.windows) < 1 or a.states < 2:
         raise SystemExit("error: --windows must be ≥ 1 and --states ≥ 2")
@@ -80,8 +81,9 @@ def main() -> None:
     except WMError as e:
         raise SystemExit(f"error: {e}") from None
     # the dream's step function (τ, dropout masks per state, done sampling) with the recorded actions fed in
-    core = DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, cfg.dream.temperature,
-                    cfg.dream.max_steps, **dream_options(cfg)).core  # fmt: skip
+    tau = cfg.dream.temperature if a.temperature is None else a.temperature
+    core = DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, tau, cfg.dream.max_steps,
+                    **dream_options(cfg)).core  # fmt: skip
     n, top = len(b.t0), max(a.windows)
     seeds = tf.constant(np.arange(n, dtype=np.int64) + 1_000_003 * (a.seed + 1))
     masks = core.masks(seeds)
@@ -101,7 +103,7 @@ def main() -> None:
         _, fc, fh, _, _, r, _ = step(tt, tf.constant(s.mu[frame].astype(np.float32)), fc, fh, act)
         forced[:, t] = r.numpy()
     real = s.reward[np.minimum(rows[:, None] + np.arange(top)[None], len(s.reward) - 1)]
-    out = {"run": str(a.run), "temperature": float(cfg.dream.temperature), "dropout": float(m.dropout), "windows": {}}
+    out = {"run": str(a.run), "temperature": float(tau), "dropout": float(m.dropout), "windows": {}}
     for w in sorted(a.windows):
         keep = left >= w
         if keep.sum() < 2:
