@@ -80,10 +80,12 @@ def main() -> None:
         b = branch_states(m, s, a.states, a.episodes, a.seed)
     except WMError as e:
         raise SystemExit(f"error: {e}") from None
-    # the dream's step function (τ, dropout masks per state, done sampling) with the recorded actions fed in
+    # the dream's step function (τ, dropout masks per state) with the recorded actions fed in; its done flags are not
+    # read (a window runs on the recorded steps), and its starts are the states above, not the run's branch settings
     tau = cfg.dream.temperature if a.temperature is None else a.temperature
+    opts = dream_options(cfg) | {"branch_share": 0.0, "branch_steps": 0}
     core = DreamEnv(world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, tau, cfg.dream.max_steps,
-                    **dream_options(cfg)).core  # fmt: skip
+                    **opts).core  # fmt: skip
     n, top = len(b.t0), max(a.windows)
     seeds = tf.constant(np.arange(n, dtype=np.int64) + 1_000_003 * (a.seed + 1))
     masks = core.masks(seeds)

@@ -460,7 +460,8 @@ def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
 
 def test_branch_steps_cut_a_branched_dream_to_its_window_and_pay_only_those_steps(world):
     """`dream.branch_steps` N (issue 17): a branched start plays min(N, cap − t0) steps, truncated, and is paid M's
-    rewards over those steps only; a frame-0 start still plays to the cap; N < 0 is refused."""
+    rewards over those steps only; a frame-0 start still plays to the cap; N < 0, or N without branched starts, is
+    refused."""
     from wm.dream import branch_states
 
     m, c, mu0, lv0 = world
@@ -482,6 +483,8 @@ def test_branch_steps_cut_a_branched_dream_to_its_window_and_pay_only_those_step
     assert flags == [(False, False)] * 6 + [(False, True)]  # the window ends truncated, not terminated
     with pytest.raises(WMError, match="branch_steps"):
         DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=-1)
+    with pytest.raises(WMError, match="branch_steps cuts branched dreams only"):  # it would change nothing: refused
+        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.0, branch_steps=7)
 
 
 def test_window_calibration_bench_sums_each_window_and_correlates_over_states(repo_root):

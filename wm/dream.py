@@ -232,6 +232,8 @@ class _Core:
         self.branch_share = float(branch_share)
         if int(branch_steps) < 0:
             raise WMError(f"dream.branch_steps must be ≥ 0 (0: the rest of the game), got {branch_steps!r}")
+        if int(branch_steps) > 0 and self.branch_share <= 0:
+            raise WMError("dream.branch_steps cuts branched dreams only: it needs dream.branch_share > 0")
         # a branched dream's window: it ends (truncated) after this many steps, 0 = at the game's cap
         self.branch_steps = int(branch_steps)
         self.branches = None
