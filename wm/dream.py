@@ -117,7 +117,7 @@ class Branches:
     c: np.ndarray  # (N, H)
     h: np.ndarray  # (N, H)
     t0: np.ndarray  # (N,) int64, ≥ 1
-    episode: np.ndarray | None = None  # (N,) the series episode each row was drawn from
+    episode: np.ndarray  # (N,) the series episode each row was drawn from
 
 
 def branch_states(mdnrnn: MDNRNN, series: Series, n: int, newest: int, seed: int, window: int = 0) -> Branches:
@@ -291,6 +291,15 @@ class _Core:
             return empty, empty
         return self.m.dropout_masks(uniform(seeds, 0, _S_DROP_Z, self.m.z_dim), uniform(seeds, 0, _S_DROP_H, self.m.hidden))
 
+    def cut(self, t, off: tf.Tensor) -> tf.Tensor:
+        """(N,) bool: step t (0-based) is an episode's last by truncation, the game's step cap (counted from frame 0:
+        `off` is where it started) or, for a branched start, its `dream.branch_steps` window."""
+        n = tf.cast(t, tf.int64) + 1
+        cut = n + off >= self.max_steps
+        if self.branch_steps > 0:
+            cut = tf.logical_or(cut, tf.logical_and(off > 0, n >= self.branch_steps))
+        return cut
+
     def step(self, params, seeds, t, z, c, h, action=None, masks=None, off=None, crit=()):
         """One dream step for a batch: returns (z', c', h', done, action, reward, crit'). `action` overrides C when
         given; `masks` are the episodes' dropout masks (`masks`; ignored without dropout); `off` (N,) the game step each
@@ -310,9 +319,7 @@ class _Core:
         z = mixture.sample_mixture(
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
         )
-        done = tf.cast(t, tf.int64) + 1 + off >= self.max_steps  # the game's step cap
-        if self.branch_steps > 0:  # a branched start's window (`dream.branch_steps`)
-            done = tf.logical_or(done, tf.logical_and(off > 0, tf.cast(t, tf.int64) + 1 >= self.branch_steps))
+        done = self.cut(t, off)
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
             p = tf.sigmoid(out.done_logit - self.done_shift)
@@ -496,9 +503,7 @@ class DreamEnv:
             )
         self.state, self.crit, self.t = (z, c, h), tuple(crit), self.t + 1
         done = bool(done.numpy()[0])
-        off = int(self.off.numpy()[0])
-        window = off > 0 and 0 < self.core.branch_steps <= self.t  # a branched start's window ran out
-        truncated = done and (self.t + off >= self.core.max_steps or window)
+        truncated = done and bool(self.core.cut(self.t - 1, self.off).numpy()[0])  # the step just played
         reward = float(r.numpy()[0])  # 1 per step (§5), or M's predicted reward with a reward head
         return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
