@@ -78,7 +78,7 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
         add("train-vae", "vae_sample", float(info.get("steps", 0)) * int(cfg.vae.batch_size))
     if (info := _done(where, "encode")) is not None:
         everything = int(info.get("written", 0)) >= int(info.get("episodes", 0)) > 0
-        add("encode", "encode_frame", total if everything else frames)
+        add("encode", "encode_frame", (total if everything else frames) * (2 if info.get("mirror") else 1))
     if (info := _done(where, "train-mdnrnn")) is not None:
         m = cfg.mdnrnn
         add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * int(m.batch_size) * int(m.seq_len))
