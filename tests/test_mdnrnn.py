@@ -532,8 +532,8 @@ def test_a_done_horizon_marks_the_last_frames_of_a_death_not_of_a_cap(tmp_path):
 
 
 def test_load_series_mirror_follows_each_episode_by_its_mirror_image(tmp_path):
-    from wm.data.sequences import load_series
     from wm.data.episodes import read_episode
+    from wm.data.sequences import load_series
     from wm.envs import mirror_sign
 
     _write_series(tmp_path, [7, 5], a_dim=3)

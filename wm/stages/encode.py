@@ -2,9 +2,10 @@
 
 `series/ep_NNNNNN.npz` holds μ and logvar (float16, as the authors' `series.py`), plus the episode's action,
 reward and done (with `encode.mirror`, also `mu_m` and `logvar_m`: V's μ and logvar of every frame flipped
-left-right, which M's series reader turns into the episode's mirror image); `series/initial_z.npz` holds float32 μ and logvar of frame 0 of the first `encode.initial_z`
-episodes in sorted order (the dream's start states, §3, §5). Each episode is written atomically, so a rerun
-skips every valid existing output and continues; a bad episode file is reported and skipped.
+left-right, which M's series reader turns into the episode's mirror image); `series/initial_z.npz` holds float32
+μ and logvar of frame 0 of the first `encode.initial_z` episodes in sorted order (the dream's start states, §3,
+§5). Each episode is written atomically, so a rerun skips every valid existing output and continues; a bad episode
+file is reported and skipped.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from wm.data.episodes import (
 from wm.errors import WMError
 from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
-
 
 MIRROR_KEYS = ("mu_m", "logvar_m")
 
