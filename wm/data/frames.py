@@ -85,6 +85,7 @@ def frame_dataset(
     drop_remainder: bool = True,
     frame_shape=(64, 64, 3),
     failures: dict[str, str] | None = None,
+    flip: bool = False,
 ):
     """A `tf.data.Dataset` of uint8 (B, 64, 64, 3) batches over the frames of `paths`.
 
@@ -94,6 +95,8 @@ def frame_dataset(
         skip_batches: batches already consumed in this epoch (resume mid-epoch).
         cycle: episode files decoded in parallel and interleaved.
         failures: filled with path -> reason for files whose frames cannot be read (see `load_obs`).
+        flip: each frame is flipped left-right with probability 1/2 (`vae.flip`), drawn from (seed, epoch, its place
+            in the stream), so a resumed epoch flips the same frames.
     """
     import tensorflow as tf
 
@@ -112,6 +115,14 @@ def frame_dataset(
     if shuffle_buffer > 0:
         shuffle_seed = int(np.random.default_rng([seed, epoch, 0x5EED]).integers(2**31 - 1))
         ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)
+    if flip:
+        flip_seed = int(np.random.default_rng([seed, epoch, 0xF11B]).integers(2**31 - 1))
+
+        def maybe_flip(i, frame):
+            coin = tf.random.stateless_uniform([], seed=tf.stack([tf.constant(flip_seed, tf.int64), i]))
+            return tf.cond(coin < 0.5, lambda: tf.reverse(frame, axis=[1]), lambda: frame)
+
+        ds = ds.enumerate().map(maybe_flip, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
     if skip_batches:
         ds = ds.skip(skip_batches)

@@ -211,6 +211,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             skip_batches=state["batch"],
             cycle=cycle,
             failures=late,
+            flip=bool(v.flip),
         )
         if distribute:
             ds = strategy.experimental_distribute_dataset(ds)
