@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.data.episodes import EpisodeError, check_folder, npz_headers, read_episode
+from wm.data.episodes import MIRROR_KEYS, EpisodeError, check_folder, npz_headers, read_episode
 from wm.errors import WMError
 
 
@@ -84,9 +84,9 @@ def load_series(
     checked = check_folder(folder, "series", max_bad_share=max_bad_share, log=log, z_dim=z_dim, action_dim=action_dim)
     keys = ("mu", "logvar", "action") + (("reward",) if rewards else ()) + (("done",) if dones else ())
     if mirror is not None:
-        keys += ("mu_m", "logvar_m")
+        keys += MIRROR_KEYS
         for path in checked.paths:  # headers only: a file from before encode.mirror, named before anything is read
-            if "mu_m" not in npz_headers(path):
+            if MIRROR_KEYS[0] not in npz_headers(path):
                 raise WMError(f"{path} has no mirrored latents (mu_m): encode again with encode.mirror: true")
     mus, lvs, acts, rews, terms, late = [], [], [], [], [], 0
     for path in checked.paths:
@@ -102,7 +102,7 @@ def load_series(
         n = int(ended[0]) + 1 if len(ended) else len(a)
         if n < 2:
             continue  # a one-frame episode has no target
-        images = [("mu", "logvar", 1.0)] + ([("mu_m", "logvar_m", mirror)] if mirror is not None else [])
+        images = [("mu", "logvar", 1.0)] + ([(*MIRROR_KEYS, mirror)] if mirror is not None else [])
         for mu_key, lv_key, sign in images:  # the episode, then its mirror image
             mus.append(d[mu_key][:n].astype(np.float16))
             lvs.append(d[lv_key][:n].astype(np.float16))

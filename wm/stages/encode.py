@@ -18,6 +18,7 @@ import numpy as np
 
 from wm.config import Config
 from wm.data.episodes import (
+    MIRROR_KEYS,
     SERIES_KEYS,
     EpisodeError,
     check_folder,
@@ -31,8 +32,6 @@ from wm.data.episodes import (
 from wm.errors import WMError
 from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
-
-MIRROR_KEYS = ("mu_m", "logvar_m")
 
 
 def _series_ok(path: Path, z_dim: int, mirror: bool = False) -> bool:
@@ -112,7 +111,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 extra = {}
                 if mirror:  # the same frames flipped left-right (obs is (T, H, W, 3): W is axis 2)
                     mu_m, lv_m = encode_frames(encoder, np.ascontiguousarray(ep["obs"][:, :, ::-1]), bs)
-                    extra = {"mu_m": mu_m.astype(np.float16), "logvar_m": lv_m.astype(np.float16)}
+                    extra = dict(zip(MIRROR_KEYS, (mu_m.astype(np.float16), lv_m.astype(np.float16)), strict=True))
                 write_episode(
                     target,
                     mu=mu.astype(np.float16),
