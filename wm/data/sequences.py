@@ -87,7 +87,7 @@ def load_series(
         keys += MIRROR_KEYS
         for path in checked.paths:  # headers only: a file from before encode.mirror, named before anything is read
             if MIRROR_KEYS[0] not in npz_headers(path):
-                raise WMError(f"{path} has no mirrored latents (mu_m): encode again with encode.mirror: true")
+                raise WMError(f"{path} has no mirrored latents ({MIRROR_KEYS[0]}): encode again with encode.mirror: true")
     mus, lvs, acts, rews, terms, late = [], [], [], [], [], 0
     for path in checked.paths:
         try:
