@@ -127,3 +127,19 @@ def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_ru
     assert (r.es.draws, r.es.pick_real) == (4, 16) and (small.es.draws, small.es.pick_real) == (1, 0)
     with pytest.raises(WMError, match="'dream' has settings for carracing only"):
         C.load(["doom_takecover", "small", "dream"])
+
+
+def test_retired_key_at_its_default_is_dropped_and_any_other_value_refused(tmp_path):
+    """An older run's config.yaml may hold a retired lever's key: at the old default it loads (the key is dropped);
+    a value that needs the retired code is refused, naming the key and the commit that has it."""
+    from wm.config import RETIRED, RETIRED_AT
+
+    key = "dream.critics"
+    assert key in RETIRED
+    cfg = C.update(C.defaults(), {"dream": {"critics": []}}, source="config.yaml")
+    assert "critics" not in cfg.dream
+    with pytest.raises(WMError, match=rf"'{key}'.*retired lever.*{RETIRED_AT}"):
+        C.update(C.defaults(), {"dream": {"critics": ["../other"]}}, source="config.yaml")
+    # a retired key is never in the defaults (else the table lies)
+    flat = C.flatten(C.defaults().to_dict())
+    assert not [k for k in RETIRED if k in flat]

@@ -20,6 +20,40 @@ from wm.errors import WMError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
+# Keys of levers that measured no better and left the code (docs/lab/levers.md has each one's measurement). The
+# last commit that has them all is RETIRED_AT: check it out to rerun a measurement. A stored config.yaml (an older
+# run, the shipped agent) may still hold one at its old default, which is dropped; any other value is refused, since
+# this code cannot do what that run did.
+RETIRED_AT = "c325296"
+RETIRED: dict[str, Any] = {
+    "collect.long_hold_share": 0.0,
+    "collect.long_hold": [25, 100],
+    "vae.flip": False,
+    "vae.pick": "first",
+    "vae.init_from": "",
+    "encode.mirror": False,
+    "mdnrnn.reward_over_weight": 1.0,
+    "dream.start": "recorded",
+    "dream.worlds": [],
+    "dream.critics": [],
+    "dream.pessimism": 1.0,
+    "dream.branch_share": 0.0,
+    "dream.branch_episodes": 400,
+    "dream.branch_states": 512,
+    "dream.branch_window": 0,
+    "dream.branch_steps": 0,
+    "dream.dropout": -1.0,
+    "es.init_from": "",
+    "es.pick_top": 0,
+    "iterate.vae_epochs": 0,
+    "iterate.vae_episodes": 200,
+    "iterate.warm_start_c": False,
+    "iterate.warm_start_learned": False,
+    "iterate.unlearned_minutes": 0,
+    "iterate.redraws": 0,
+    "iterate.redraw_of": "",
+}
+
 
 class Config(Mapping[str, Any]):
     """An immutable nested mapping with attribute access (`cfg.vae.z_dim`) and dotted lookup (`cfg["vae.z_dim"]`)."""
@@ -139,6 +173,13 @@ def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") 
     """Return a new Config with `overrides` (nested or dotted keys) applied strictly."""
     flat = flatten(cfg.to_dict())
     for key, value in flatten(overrides).items():
+        if key not in flat and key in RETIRED:
+            if value == RETIRED[key]:
+                continue  # an older run's config at the retired lever's default: nothing it did is lost
+            raise WMError(
+                f"config key {key!r} in {source} is a retired lever (measured no better, docs/lab/levers.md): "
+                f"{value!r} needs the code of commit {RETIRED_AT}"
+            )
         if key not in flat:
             raise WMError(f"unknown config key {key!r} in {source}{_nearest(key, list(flat))}")
         flat[key] = cast(key, value, flat[key])
