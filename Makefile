@@ -43,13 +43,9 @@ lint: $(STAMP)
 	$(PY) -m ruff check wm tui mpi tests bench
 	$(PY) -m ruff format --check wm tui mpi tests bench
 
-# these read a finished run (--run / --world): run them by hand on one (README, Results)
-BENCH_ON_RUNS := bench/atari_probe.py bench/branch_run.py bench/car_speed_probe.py bench/controller_ensemble.py bench/es_compare.py \
-                bench/reward_calibration.py bench/round_compare.py bench/work_clock.py bench/window_calibration.py \
-                bench/pick_rules.py bench/vae_shift.py
-
+## bench: every benchmark under bench/, each printing one JSON object (docs/results/timings.md has the figures)
 bench: $(STAMP)
-	@for b in $(filter-out $(BENCH_ON_RUNS),$(wildcard bench/*.py)); do echo "== $$b"; $(PY) $$b; done
+	@for b in $(wildcard bench/*.py); do echo "== $$b"; $(PY) $$b; done
 
 clean-venv:
 	rm -rf $(VENV)
