@@ -56,19 +56,6 @@ def action_dim(env: str | Config) -> int:
     raise WMError(f"unknown env.name {name!r} (expected one of {ENV_NAMES})")
 
 
-def mirror_sign(env: str | Config) -> np.ndarray:
-    """Per-dimension sign of M's action under a left-right mirror of the frame (`encode.mirror`): Doom's one axis
-    flips (left ↔ right: the ±1/3 thresholds are symmetric), CarRacing's steer flips and gas and brake stay. A gym
-    env has no known mirror: one clear line."""
-    name = _name(env)
-    action_dim(env)
-    if name == "doom_takecover":
-        return np.array([-1.0], np.float32)
-    if name == "carracing":
-        return np.array([-1.0, 1.0, 1.0], np.float32)
-    raise WMError(f"encode.mirror: env.name {name!r} has no known left-right mirror (doom_takecover and carracing do)")
-
-
 def action_post(env: str | Config) -> str:
     """What turns C's tanh output into the action M sees: `car` (§6), `onehot` (a discrete gym env), `joystick` or
     `none`."""

@@ -11,10 +11,6 @@
 - `hold` (Doom, §1b): a ~ U(−1, 1) held for a while. `collect.hold_rule = ha2018` is the authors' loop
   (`if frame % repeat == 0: draw a, draw repeat ~ U{1..10}`), whose holds end at the next multiple of the new
   repeat, so they are 1..10 steps but not uniform; `exact` holds each action exactly U{hold_min..hold_max} steps.
-  `collect.long_hold_share` (not the paper's; 0 by default) plays that share of episodes, drawn per episode, with
-  every action held exactly U{long_hold[0]..long_hold[1]} steps: the player walks to a wall and stays, or stands
-  still, long enough to be shot there, which 1–10-step holds almost never show M (issue 22: a C trained on them
-  walks to a wall and stays, and the dream lets it live).
 """
 
 from __future__ import annotations
@@ -63,29 +59,14 @@ class Brownian:
 
 
 class Hold:
-    """Uniform action held for a random number of steps (§1b); see the module docstring for the two rules and the
-    long-hold episodes (`long_share` of them, holds U{long[0]..long[1]} by the exact rule)."""
+    """Uniform action held for a random number of steps (§1b); see the module docstring for the two rules."""
 
-    def __init__(
-        self,
-        rng: np.random.Generator,
-        action_dim: int,
-        lo: int,
-        hi: int,
-        rule: str,
-        long_share: float = 0.0,
-        long: tuple[int, int] = (1, 1),
-    ):
+    def __init__(self, rng: np.random.Generator, action_dim: int, lo: int, hi: int, rule: str):
         if not 1 <= lo <= hi:
             raise WMError(f"collect.hold_min/hold_max must satisfy 1 <= min <= max, got {lo}, {hi}")
         if rule not in ("ha2018", "exact"):
             raise WMError(f"unknown collect.hold_rule {rule!r} (expected ha2018 or exact)")
-        if not 0.0 <= long_share <= 1.0:
-            raise WMError(f"collect.long_hold_share must be in [0, 1], got {long_share}")
-        if long_share > 0 and not 1 <= long[0] <= long[1]:
-            raise WMError(f"collect.long_hold must be [min, max] with 1 <= min <= max, got {list(long)}")
         self.rng, self.action_dim, self.rule = rng, action_dim, rule
-        self.short, self.long, self.long_share = (lo, hi), (int(long[0]), int(long[1])), float(long_share)
         self.lo, self.hi = lo, hi
         self.reset()
 
@@ -93,16 +74,13 @@ class Hold:
         return int(self.rng.integers(self.lo, self.hi + 1))
 
     def reset(self) -> None:
-        # the draw is made only when long episodes are asked for, so share 0 replays the paper's stream exactly
-        self.long_episode = self.long_share > 0 and self.rng.random() < self.long_share
-        self.lo, self.hi = self.long if self.long_episode else self.short
         self.frame = 0
         self.left = 0
         self.repeat = self._repeat()  # the authors draw one before the loop (§1b)
         self.a = np.zeros(self.action_dim)
 
     def act(self, obs=None) -> np.ndarray:
-        if self.rule == "ha2018" and not self.long_episode:
+        if self.rule == "ha2018":
             if self.frame % self.repeat == 0:
                 self.a = self.rng.uniform(-1.0, 1.0, self.action_dim)
                 self.repeat = self._repeat()
@@ -129,8 +107,5 @@ def make_policy(cfg: Config, rng: np.random.Generator, action_dim: int) -> Rando
     if c.policy == "brownian":
         return Brownian(rng, action_dim, float(c.brownian_sigma))
     if c.policy == "hold":
-        long = c.long_hold
-        if not isinstance(long, (list, tuple)) or len(long) != 2:
-            raise WMError(f"collect.long_hold must be a list [min, max] of steps, got {long!r}")
-        return Hold(rng, action_dim, int(c.hold_min), int(c.hold_max), str(c.hold_rule), float(c.long_hold_share), tuple(long))
+        return Hold(rng, action_dim, int(c.hold_min), int(c.hold_max), str(c.hold_rule))
     raise WMError(f"unknown collect.policy {c.policy!r} (expected one of {POLICIES})")
