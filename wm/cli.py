@@ -11,6 +11,7 @@ and optionally `add_args(parser)`. Tool modules expose `main(args) -> int` and o
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import shutil
@@ -18,6 +19,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from wm.errors import WMError
 
 if TYPE_CHECKING:
     from wm.registry import Stage, Tool
@@ -89,7 +92,10 @@ def stage_command(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m wm", description="World Models (Ha & Schmidhuber 2018) on TF2/Keras 3.")
+    from wm import __version__
+
+    parser = argparse.ArgumentParser(prog="wm", description="World Models (Ha & Schmidhuber 2018) on TF2/Keras 3.")
+    parser.add_argument("--version", action="version", version=f"wm {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for v in available_verbs():
         p = sub.add_parser(v.verb, help=v.help, description=v.help)
@@ -111,7 +117,21 @@ def resolve_config(args: argparse.Namespace):
     if args.configs:
         return C.load(args.configs, args.set)
     base = run.load_config() or C.defaults()  # the stored config over the defaults
-    return C.update(base, C.parse_set(args.set), source="--set")
+    return C.check(C.update(base, C.parse_set(args.set), source="--set"))
+
+
+def existing_run(run) -> None:
+    """Refuse a run directory that holds no run (no config.yaml) for a verb that does not start runs, naming the
+    nearest run beside it: a typo in `--run` must not create a folder."""
+    import difflib
+
+    if run.config_path.exists():
+        return
+    parent = run.path.parent
+    runs = [p.name for p in parent.iterdir() if (p / "config.yaml").exists()] if parent.is_dir() else []
+    close = difflib.get_close_matches(run.path.name, runs, n=1)
+    hint = f"; did you mean {str(parent / close[0])!r}?" if close else " (a run starts with collect or pipeline)"
+    raise WMError(f"no run in {run.path}: it has no config.yaml{hint}")
 
 
 def _redo(mod, args: argparse.Namespace) -> bool:
@@ -144,13 +164,28 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
         # The workers are already waiting for the master: whatever stops rank 0 early must release them,
         # or the job hangs in MPI start-up (a refused config, a held LOCK, a missing upstream artifact).
         try:
-            return _run_stage_here(mod, run, verb, args)
+            return _refusal_writes_nothing(mod, run, verb, args)
         except BaseException:
             from mpi import release_workers
 
             release_workers()
             raise
-    return _run_stage_here(mod, run, verb, args)
+    return _refusal_writes_nothing(mod, run, verb, args)
+
+
+def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> int:
+    """Run the stage; when it refuses (a `WMError` that is not a failed write), take back what the command wrote
+    about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.rundir.Snapshot`)."""
+    from wm.errors import WMError, WriteError
+    from wm.rundir import Snapshot
+
+    snap = Snapshot(run.path)
+    try:
+        return _run_stage_here(mod, run, verb, args)
+    except WMError as e:
+        if not isinstance(e, WriteError):
+            snap.restore()
+        raise
 
 
 def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
@@ -161,6 +196,8 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
     # error ---") to the console: the failure comes out as one `error:` line from the write that raises (issue 14).
     logging.raiseExceptions = False
+    if stage(verb).reads:
+        existing_run(run)
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
     # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
@@ -210,14 +247,30 @@ def tf_first(loads_tf: bool) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from wm.errors import WMError
+    """The `wm` command. Exit 0 on success, 1 when a run fails (a full disk, a crashed worker), 2 for a usage error
+    or a refused input (argparse's own code: a bad flag, a bad config value, a missing upstream stage); each error is
+    one `error:` line. A closed pipe (`wm status | head -1`) ends the command quietly."""
+    try:
+        rc = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, so that a closed pipe is caught below
+        return rc
+    except BrokenPipeError:
+        # the reader went away: point stdout at /dev/null so the interpreter's final flush cannot raise again
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell tool killed by the closed pipe reports
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    from wm.errors import WMError, WriteError
     from wm.registry import verb
 
     parser = build_parser()
     args = parser.parse_args(argv)
     if not args.verb:
-        parser.print_help()
-        return 0
+        parser.print_usage(sys.stderr)
+        print(f"{parser.prog}: error: name a verb (wm --help lists them)", file=sys.stderr)
+        return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     tf_first(verb(args.verb).tf)
     try:
@@ -226,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(importlib.import_module(args._module).main(args) or 0)
     except WMError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(e, WriteError) else 2
     except OSError as e:
         # A write outside the atomic writes (a log, a metrics line, a folder) on a full, read-only or forbidden
         # disk, also when it comes back from a worker process: one line, not a traceback (issue 14). Any other
@@ -239,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         where = e.filename if e.filename is not None else f"a file in {args.run}" if getattr(args, "run", None) else None
         print(f"error: {describe_os_error(e, where)}", file=sys.stderr)
-        return 2
+        return 1
     except KeyboardInterrupt:
         print("interrupted; rerun the same command to resume", file=sys.stderr)
         return 130

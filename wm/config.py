@@ -164,6 +164,141 @@ def cast(key: str, value: Any, default: Any) -> Any:
     return value
 
 
+# Every key's allowed values, declared once and checked whenever a config is resolved (`check`): a tuple is the
+# choices of a string key; a string is an interval, `>= 1`, `> 0`, `[0, 1]`, `[0, 1)`. A list key's rule applies to
+# each element. Keys not named take any value of their default's type.
+RULES: dict[str, tuple[str, ...] | str] = {
+    "run.seed": ">= 0",
+    "env.preprocess": ("ha2018", "clean"),
+    "env.max_steps": ">= 1",
+    "env.doom_skill": "[1, 5]",
+    "env.frame_size": ">= 8",
+    "env.renderer": ("official", "fast"),
+    "data.max_bad_share": "[0, 1]",
+    "collect.episodes": ">= 1",
+    "collect.workers": ">= 1",
+    "collect.policy": ("hold", "random_agent", "brownian", "agent"),
+    "collect.hold_min": ">= 1",
+    "collect.hold_max": ">= 1",
+    "collect.hold_rule": ("ha2018", "exact"),
+    "collect.min_length": ">= 0",
+    "collect.random_agent_stdev": ">= 0",
+    "collect.brownian_sigma": ">= 0",
+    "collect.explore": "[0, 1]",
+    "vae.z_dim": ">= 1",
+    "vae.kl_tolerance": ">= 0",
+    "vae.lr": ">= 0",
+    "vae.adam_eps": "> 0",
+    "vae.batch_size": ">= 1",
+    "vae.epochs": ">= 1",
+    "vae.episodes": ">= 0",
+    "vae.val_fraction": "[0, 1)",
+    "vae.shuffle_buffer": ">= 1",
+    "vae.checkpoint_every": ">= 1",
+    "vae.early_stop_patience": ">= 0",
+    "vae.val_max_frames": ">= 0",
+    "vae.parallel_files": ">= 0",
+    "vae.jit_compile": ("true", "false", "auto"),
+    "encode.batch_size": ">= 1",
+    "encode.initial_z": ">= 1",
+    "mdnrnn.hidden": ">= 1",
+    "mdnrnn.num_mixtures": ">= 1",
+    "mdnrnn.lstm": ("custom", "keras", "auto"),
+    "mdnrnn.dropout": "[0, 1)",
+    "mdnrnn.batching": ("streams", "episodes"),
+    "mdnrnn.seq_len": ">= 2",
+    "mdnrnn.batch_size": ">= 1",
+    "mdnrnn.epochs": ">= 1",
+    "mdnrnn.steps": ">= 1",
+    "mdnrnn.lr": ">= 0",
+    "mdnrnn.lr_min": ">= 0",
+    "mdnrnn.lr_decay": "[0, 1]",
+    "mdnrnn.grad_clip": "> 0",
+    "mdnrnn.adam_eps": "> 0",
+    "mdnrnn.done_weight": "> 0",
+    "mdnrnn.done_horizon": ">= 1",
+    "mdnrnn.reward_weight": ">= 0",
+    "mdnrnn.checkpoint_every": ">= 1",
+    "mdnrnn.preview_episodes": ">= 0",
+    "controller.mode": ("z", "zh", "zc", "zch", "z_hidden"),
+    "controller.hidden_units": ">= 1",
+    "dream.temperature": "> 0",
+    "dream.max_steps": ">= 1",
+    "dream.done_sampling": ("threshold", "bernoulli"),
+    "es.fitness": ("dream", "real", "toy"),
+    "es.popsize": ">= 2",
+    "es.sigma0": "> 0",
+    "es.trials": ">= 1",
+    "es.generations": ">= 1",
+    "es.weight_decay": ">= 0",
+    "es.eval_every": ">= 1",
+    "es.eval_episodes": ">= 1",
+    "es.seed": ">= 0",
+    "es.chunk": ">= 0",
+    "es.task_timeout": "> 0",
+    "es.task_retries": ">= 0",
+    "es.real_envs_per_worker": ">= 1",
+    "es.no_progress_steps": ">= 0",
+    "es.device": ("auto", "cpu", "gpu"),
+    "es.algorithm": ("cma", "openes", "pepg", "ga"),
+    "es.lr": "> 0",
+    "es.lr_sigma": "> 0",
+    "es.sigma_decay": "[0, 1]",
+    "es.sigma_min": ">= 0",
+    "es.elite_ratio": "(0, 1]",
+    "es.draws": ">= 1",
+    "es.pick_real": ">= 0",
+    "iterate.rounds": ">= 0",
+    "iterate.episodes": ">= 1",
+    "iterate.explore": "[0, 1]",
+    "iterate.mdnrnn_epochs": ">= 0",
+    "iterate.mdnrnn_steps": ">= 0",
+    "iterate.generations": ">= 1",
+    "iterate.check_episodes": ">= 0",
+    "iterate.check_seed": ">= 0",
+    "iterate.patience": ">= 1",
+    "iterate.max_minutes": ">= 0",
+    "iterate.clock": ("wall", "work"),
+    "iterate.exploit_ratio": "> 0",
+    "iterate.explore_exploit": "[0, 1]",
+    "iterate.target_ratio": ">= 0",
+    "iterate.final_check": ">= 0",
+    "iterate.final_passes": ">= 1",
+    "iterate.evaluate_passes": ("all", "result"),
+    "iterate.final_more": ">= 0",
+    "iterate.dream_gate": ">= 0",
+    "iterate.dream_gate_ratio": "[0, 1]",
+    "evaluate.episodes": ">= 1",
+    "evaluate.seed": ">= 0",
+    "evaluate.workers": ">= 1",
+    "evaluate.gif_episodes": ">= 0",
+    "evaluate.gif_stride": ">= 1",
+    "evaluate.temperatures": "> 0",
+}
+
+
+def _fits(value: Any, rule: tuple[str, ...] | str) -> bool:
+    if isinstance(rule, tuple):
+        return value in rule
+    if rule[0] in "[(":  # an interval [lo, hi], (lo, hi], [lo, hi)
+        lo, hi = (float(x) for x in rule[1:-1].split(","))
+        return (lo <= value if rule[0] == "[" else lo < value) and (value <= hi if rule[-1] == "]" else value < hi)
+    op, bound = rule.split()
+    return value >= float(bound) if op == ">=" else value > float(bound)
+
+
+def check(cfg: Config) -> Config:
+    """Refuse a config with a value outside its key's `RULES`, in one line naming the key, the rule and the value."""
+    flat = flatten(cfg.to_dict())
+    for key, rule in RULES.items():
+        values = flat[key] if isinstance(flat[key], list) else [flat[key]]
+        for v in values:
+            if not _fits(v, rule):
+                allowed = " | ".join(rule) if isinstance(rule, tuple) else rule
+                raise WMError(f"config key {key!r} must be {allowed}, got {flat[key]!r}")
+    return cfg
+
+
 def _nearest(key: str, keys: list[str]) -> str:
     close = difflib.get_close_matches(key, keys, n=1, cutoff=0.0)
     return f"; did you mean {close[0]!r}?" if close else ""
@@ -253,8 +388,19 @@ def parse_set(items: list[str]) -> dict[str, Any]:
     return out
 
 
+def env_first(names: list[str], available: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """`names` with the env block (one that sets `env.name`, e.g. doom_takecover) moved first: a recipe block such as
+    `small` or `tiny` then overrides the env's settings whatever order the command named them in (`small
+    doom_takecover` is `doom_takecover small`). Two env blocks are refused: one would silently undo the other."""
+    envs = [n for n in names if "name" in ((available.get(n) or {}).get("env") or {})]
+    if len(envs) > 1:
+        raise WMError(f"config blocks {', '.join(map(repr, envs))} each choose the env: name one of them")
+    return envs + [n for n in names if n not in envs]
+
+
 def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CONFIG_DIR) -> Config:
-    """Resolve a config: defaults, then each named block left to right, then `--set` overrides.
+    """Resolve a config: defaults, the env block, then the other named blocks left to right, then `--set` overrides;
+    refused when a value breaks its key's `RULES`.
 
     Args:
         names: block names, e.g. `["doom_takecover", "tiny"]`, or paths to YAML files holding overrides.
@@ -263,7 +409,7 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
     cfg = defaults(config_dir)
     available = blocks(config_dir)
     per_env: list[tuple[str, str]] = []  # (block, env its for_env section was applied for)
-    for name in names:
+    for name in env_first(names, available):
         path = Path(name)
         if name.endswith((".yaml", ".yml")) and path.exists():
             cfg = update(cfg, _load_yaml(path), source=str(path))
@@ -282,4 +428,4 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
                 f"config block {name!r} applied its {env} settings, then env.name became {cfg.env.name!r}: name the "
                 f"env's block before it (e.g. --configs {cfg.env.name} {name})"
             )
-    return cfg
+    return check(cfg)

@@ -54,6 +54,7 @@ class Logger:
         fh = logging.FileHandler(log_path)
         fh.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S"))
         self._log.addHandler(fh)
+        self._file = fh
         if console:
             ch = logging.StreamHandler(sys.stdout)
             ch.setFormatter(logging.Formatter(f"[{st.name}] %(message)s"))
@@ -97,7 +98,7 @@ class Logger:
         now = time.time()
         if console is True or (not isinstance(console, bool) and now - self._last_console >= console):
             self._last_console = now
-            body = figures(clean)
+            body = figures({k: v for k, v in clean.items() if k.split("/", 1)[-1] != "step"})  # the step leads the line
             self._log.info("step %d  %s  (%.0fs)", step, body, now - self._start)
 
     def close(self) -> None:
@@ -115,7 +116,9 @@ class Logger:
 
     def __exit__(self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None) -> None:
         if e is not None and not isinstance(e, (KeyboardInterrupt, SystemExit)):
-            self.error("%s: %s", type(e).__name__, e)
+            # into the log file only: the CLI prints the one `error:` line the user sees
+            rec = self._log.makeRecord(self._log.name, logging.ERROR, "", 0, "%s: %s", (type(e).__name__, e), None)
+            self._file.handle(rec)
         self.close()
 
 

@@ -73,6 +73,25 @@ EPISODE_FILE = re.compile(
 # ---------------------------------------------------------------- atomic writes
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else set and restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def plain_mode(path: str | os.PathLike[str], folder: bool = False) -> None:
+    """Give a file (or folder) made by `tempfile`, which creates them 0600 (0700), the mode a plain `open` (`mkdir`)
+    would have given under the umask: a group's shared project folder, a served report, another user's `results`."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to `path`; on clean exit it is fsynced and renamed onto `path`.
@@ -91,6 +110,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
         os.close(fd)
         tmp_path = Path(tmp)
+        plain_mode(tmp_path)
         yield tmp_path
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
@@ -504,3 +524,79 @@ class RunDir:
 def round_dirs(path: Path) -> list[Path]:
     """The iterative-training rounds of the run at `path` (`round1`, `round2`, … in number order; wm.iterate)."""
     return sorted((p for p in Path(path).glob("round*") if p.name[5:].isdigit() and p.is_dir()), key=lambda p: int(p.name[5:]))
+
+
+# Files a command writes about itself rather than a stage's work: a refused command takes these back (`Snapshot`).
+BOOKKEEPING = ("config.yaml", "logs", "metrics", "tb", "mlruns")
+
+
+class Snapshot:
+    """What a run directory held before a command, so that a refused command can leave it as it found it.
+
+    A stage refuses (a `WMError`) on checks that belong before any write: config values, upstream artifacts, the
+    share of bad episode files, weights of another shape. Some of them can only be made once the stage has opened
+    its log and metrics, or after the CLI bound the config. `restore()` then puts back `config.yaml`'s bytes, cuts
+    appended logs and metrics back to their old length and removes the files and folders the command created —
+    only when everything it changed is bookkeeping (`BOOKKEEPING`, the stage's LOCK, empty folders): once the stage
+    has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.existed = path.exists()
+        self.config = (path / "config.yaml").read_bytes() if (path / "config.yaml").exists() else None
+        self.files: dict[Path, tuple[int, int]] = {}
+        self.dirs: set[Path] = set()
+        if self.existed:
+            for p in path.rglob("*"):
+                with contextlib.suppress(OSError):
+                    st = p.lstat()
+                    if p.is_dir() and not p.is_symlink():
+                        self.dirs.add(p)
+                    else:
+                        self.files[p] = (st.st_size, st.st_mtime_ns)
+
+    def _changes(self) -> tuple[list[Path], list[Path], list[Path]]:
+        """(files new, files changed, folders new) since the snapshot."""
+        new, changed, dirs = [], [], []
+        if not self.path.exists():
+            return new, changed, dirs
+        for p in self.path.rglob("*"):
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                if p not in self.dirs:
+                    dirs.append(p)
+            elif p not in self.files:
+                new.append(p)
+            elif self.files[p] != (st.st_size, st.st_mtime_ns):
+                changed.append(p)
+        return new, changed, dirs
+
+    def _bookkeeping(self, p: Path) -> bool:
+        rel = p.relative_to(self.path).parts
+        return rel[0] in BOOKKEEPING or rel[-1] == "LOCK"
+
+    def restore(self) -> bool:
+        """Undo the command's bookkeeping if that is all it wrote; True when the run dir is as it was."""
+        new, changed, dirs = self._changes()
+        if not all(self._bookkeeping(p) for p in new + changed):
+            return False
+        for p in new:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        for p in changed:
+            if p.name == "config.yaml" and p.parent == self.path and self.config is not None:
+                atomic_write_bytes(p, self.config)
+            else:  # an appended log or metrics file: its old length back
+                with contextlib.suppress(OSError), open(p, "r+b") as f:
+                    f.truncate(self.files[p][0])
+        for d in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if not self.existed:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
+        return True
