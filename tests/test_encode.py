@@ -96,31 +96,3 @@ def test_encode_refuses_missing_or_mismatched_vae(tmp_path):
     with pytest.raises(WMError, match=r"vae\.weights\.h5 do not fit ConvVAE\(z_dim=64\)"):
         _encode(update(cfg, {"vae": {"z_dim": 64}}), run)
     assert not list_episodes(run.stage_dir("encode"))
-
-
-def test_encode_mirror_stores_the_flipped_frames_latents_and_reencodes_files_without_them(tmp_path):
-    cfg, run, model = _with_vae(tmp_path, episodes=2, t=15)
-    _encode(cfg, run)  # without the mirror first: these files lack mu_m
-    series = run.stage_dir("encode")
-    assert "mu_m" not in np.load(series / episode_name(0)).files
-    run.clear_done("encode")
-    _encode(update(cfg, {"encode": {"mirror": True}}), run)
-    for i in range(2):
-        obs = read_episode(run.stage_dir("collect") / episode_name(i))["obs"]
-        s = np.load(series / episode_name(i))
-        assert s["mu_m"].dtype == np.float16 and s["mu_m"].shape == s["logvar_m"].shape == (15, 32)
-        mu_m, lv_m = (t.numpy() for t in model.encode(obs[:, :, ::-1]))  # width flipped, each frame
-        np.testing.assert_allclose(s["mu_m"].astype(np.float32), mu_m, rtol=2e-3, atol=2e-3)
-        np.testing.assert_allclose(s["logvar_m"].astype(np.float32), lv_m, rtol=2e-3, atol=2e-3)
-        assert np.abs(s["mu_m"].astype(np.float32) - s["mu"].astype(np.float32)).max() > 1e-2  # not the same frames
-    import json
-
-    assert json.loads((series / "DONE").read_text())["mirror"] is True
-
-
-def test_encode_mirror_refuses_an_env_without_a_known_mirror(tmp_path):
-    cfg, run, _ = _with_vae(tmp_path, episodes=1, t=10)
-    cfg = update(cfg, {"encode": {"mirror": True}, "env": {"name": "gym:ALE/Boxing-v5", "actions": "discrete:18"}})
-    with pytest.raises(WMError, match="no known left-right mirror"):
-        _encode(cfg, run)
-    assert not list_episodes(run.stage_dir("encode"))

@@ -320,8 +320,8 @@ def test_dropout_masks_in_sequences_steps_and_training():
 
 
 def test_reward_head_loss_batches_counts_and_learning(tmp_path):
-    """M's optional reward head: batches carry each input step's reward, its loss is the (asymmetric) squared
-    error of an independent formula, it adds H + 1 parameters, travels in model.json, and learns r = 2·a."""
+    """M's optional reward head: batches carry each input step's reward, its loss is the masked squared error of
+    an independent formula, it adds H + 1 parameters, travels in model.json, and learns r = 2·a."""
     from wm.data.sequences import EpisodeBatches, load_series
     from wm.models.mdnrnn import config_path, save_config
 
@@ -329,8 +329,8 @@ def test_reward_head_loss_batches_counts_and_learning(tmp_path):
     pred, target = rng.normal(size=(3, 7)).astype(np.float32), rng.normal(size=(3, 7)).astype(np.float32)
     mask = (rng.random((3, 7)) < 0.7).astype(np.float32)
     err = pred - target
-    want = (np.where(err > 0, 5.0, 1.0) * err**2 * mask).sum() / mask.sum()
-    got = float(mixture.reward_loss(tf.constant(pred), tf.constant(target), tf.constant(mask), 5.0))
+    want = (err**2 * mask).sum() / mask.sum()
+    got = float(mixture.reward_loss(tf.constant(pred), tf.constant(target), tf.constant(mask)))
     assert got == pytest.approx(want, rel=1e-6)
     assert float(mixture.reward_loss(tf.constant(pred), tf.constant(target))) == pytest.approx((err**2).mean(), rel=1e-6)
 
@@ -345,7 +345,7 @@ def test_reward_head_loss_batches_counts_and_learning(tmp_path):
     np.testing.assert_allclose(b["reward"], 2.0 * b["action"][..., 0] * b["done_mask"], atol=1e-6)
     assert "reward" not in EpisodeBatches(load_series(tmp_path / "series", 4, 1), 4, 20, 0, True).batch(0)
 
-    step = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0), reward_over_weight=5.0)
+    step = make_train_step(m, make_optimizer(1e-2, 1e-5, 1.0))
     losses = []
     for k in range(200):
         batch = {key: tf.constant(v) for key, v in batches.batch(k).items()}
@@ -529,33 +529,3 @@ def test_a_done_horizon_marks_the_last_frames_of_a_death_not_of_a_cap(tmp_path):
         assert valid.all() and sorted(idx[0]) == list(range(s.n_frames))  # one stream holds every frame once
         marked = set(idx[0][last[0]].tolist())
         assert marked == {int(s.starts[e]) + f for e, n in enumerate(s.lengths) for f in want[int(n)]}
-
-
-def test_load_series_mirror_follows_each_episode_by_its_mirror_image(tmp_path):
-    from wm.data.episodes import read_episode
-    from wm.data.sequences import load_series
-    from wm.envs import mirror_sign
-
-    _write_series(tmp_path, [7, 5], a_dim=3)
-    with pytest.raises(WMError, match=r"ep_000000\.npz has no mirrored latents .*encode\.mirror: true"):
-        load_series(tmp_path, 4, 3, mirror=mirror_sign("carracing"))
-    for i in range(2):  # what encode.mirror writes: the flipped frames' latents (any values that differ will do)
-        d = dict(np.load(tmp_path / episode_name(i)))
-        d["mu_m"], d["logvar_m"] = (-d["mu"] + 1).astype(np.float16), (d["logvar"] - 1).astype(np.float16)
-        write_episode(tmp_path / episode_name(i), **d)
-    s = load_series(tmp_path, 4, 3, rewards=True, dones=True, mirror=mirror_sign("carracing"))
-    assert list(s.lengths) == [7, 7, 5, 5] and list(s.terminal) == [True] * 4
-    for i in range(2):
-        d = read_episode(tmp_path / episode_name(i), ("mu", "logvar", "mu_m", "logvar_m", "action", "reward"))
-        orig, mirr = slice(s.starts[2 * i], s.starts[2 * i] + len(d["mu"])), slice(s.starts[2 * i + 1], None)
-        mirr = slice(mirr.start, mirr.start + len(d["mu"]))
-        np.testing.assert_array_equal(s.mu[orig], d["mu"])
-        np.testing.assert_array_equal(s.mu[mirr], d["mu_m"])
-        np.testing.assert_array_equal(s.logvar[mirr], d["logvar_m"])
-        np.testing.assert_array_equal(s.action[orig], d["action"])
-        # CarRacing's steer flips, gas and brake do not
-        np.testing.assert_array_equal(s.action[mirr], d["action"] * np.array([-1, 1, 1], np.float32))
-        np.testing.assert_array_equal(s.reward[mirr], s.reward[orig])
-    plain = load_series(tmp_path, 4, 3)
-    assert list(plain.lengths) == [7, 5]  # without the option the mirrored latents are ignored
-    np.testing.assert_array_equal(mirror_sign("doom_takecover"), [-1.0])

@@ -30,7 +30,6 @@ from wm.rundir import EPISODE_FILE, atomic_savez
 
 EPISODE_KEYS = ("obs", "action", "reward", "done", "seed")
 SERIES_KEYS = ("mu", "logvar", "action", "reward", "done")
-MIRROR_KEYS = ("mu_m", "logvar_m")  # series with encode.mirror: V's μ and logvar of the frames flipped left-right
 _NAME = EPISODE_FILE
 
 

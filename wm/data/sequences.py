@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.data.episodes import MIRROR_KEYS, EpisodeError, check_folder, npz_headers, read_episode
+from wm.data.episodes import EpisodeError, check_folder, read_episode
 from wm.errors import WMError
 
 
@@ -64,13 +64,8 @@ def load_series(
     max_bad_share: float = 1.0,
     rewards: bool = False,
     dones: bool = False,
-    mirror: np.ndarray | None = None,
 ) -> Series:
     """Read every good `ep_*.npz` of `folder` (with `rewards`, their rewards too: M's reward head).
-
-    With `mirror` (`encode.mirror`: the per-dimension action signs of `wm.envs.mirror_sign`) every episode is followed
-    by its mirror image, read from the same file: V's latents of the flipped frames (`mu_m`, `logvar_m`), the action
-    times `mirror`, the same rewards and done. A file encoded without them is refused in one line naming it.
 
     With `dones` (M's done head) each episode ends at its first recorded termination, that row included: CarRacing's
     data runs on past it (`collect.ignore_done`, §1a) but the real game is over there, so M learns that it ends
@@ -83,11 +78,6 @@ def load_series(
     """
     checked = check_folder(folder, "series", max_bad_share=max_bad_share, log=log, z_dim=z_dim, action_dim=action_dim)
     keys = ("mu", "logvar", "action") + (("reward",) if rewards else ()) + (("done",) if dones else ())
-    if mirror is not None:
-        keys += MIRROR_KEYS
-        for path in checked.paths:  # headers only: a file from before encode.mirror, named before anything is read
-            if MIRROR_KEYS[0] not in npz_headers(path):
-                raise WMError(f"{path} has no mirrored latents ({MIRROR_KEYS[0]}): encode again with encode.mirror: true")
     mus, lvs, acts, rews, terms, late = [], [], [], [], [], 0
     for path in checked.paths:
         try:
@@ -102,14 +92,12 @@ def load_series(
         n = int(ended[0]) + 1 if len(ended) else len(a)
         if n < 2:
             continue  # a one-frame episode has no target
-        images = [("mu", "logvar", 1.0)] + ([(*MIRROR_KEYS, mirror)] if mirror is not None else [])
-        for mu_key, lv_key, sign in images:  # the episode, then its mirror image
-            mus.append(d[mu_key][:n].astype(np.float16))
-            lvs.append(d[lv_key][:n].astype(np.float16))
-            acts.append((a[:n] * sign).astype(np.float32))
-            terms.append(len(ended) > 0)
-            if rewards:
-                rews.append(d["reward"].reshape(-1)[:n].astype(np.float32))
+        mus.append(d["mu"][:n].astype(np.float16))
+        lvs.append(d["logvar"][:n].astype(np.float16))
+        acts.append(a[:n].astype(np.float32))
+        terms.append(len(ended) > 0)
+        if rewards:
+            rews.append(d["reward"].reshape(-1)[:n].astype(np.float32))
     checked.refuse_if_too_many_bad(max_bad_share, late)
     if not mus:
         raise WMError(f"no usable series episodes in {folder}")

@@ -347,18 +347,17 @@ class MDNRNN(keras.Model):
         done_weight: float = 10.0,
         reward_target=None,
         reward_weight: float = 1.0,
-        reward_over_weight: float = 1.0,
     ):
         """(total, nll, done_loss, reward_loss): mixture NLL (mean over unmasked batch·time·dims) + weighted done BCE
-        (§4) + `reward_weight` × the reward head's squared error (over-estimates ×`reward_over_weight`) on the
-        steps `done_mask` keeps (every real input step)."""
+        (§4) + `reward_weight` × the reward head's squared error on the steps `done_mask` keeps (every real input
+        step)."""
         nll = mixture.mixture_nll(out.logmix, out.mu, out.logstd, z_target, z_mask)
         done_loss = tf.constant(0.0)
         if self.predict_done and done_target is not None:
             done_loss = mixture.weighted_done_loss(out.done_logit, done_target, done_mask, done_weight)
         r_loss = tf.constant(0.0)
         if self.predict_reward and reward_target is not None:
-            r_loss = mixture.reward_loss(out.reward, reward_target, done_mask, reward_over_weight)
+            r_loss = mixture.reward_loss(out.reward, reward_target, done_mask)
         return nll + done_loss + reward_weight * r_loss, nll, done_loss, r_loss
 
 
@@ -409,7 +408,6 @@ def make_train_step(
     done_weight: float = 10.0,
     seed: int = 0,
     reward_weight: float = 1.0,
-    reward_over_weight: float = 1.0,
 ):
     """A compiled training step: batch dict + carried state → (nll, done_loss, reward_loss, final (c, h)).
 
@@ -443,7 +441,6 @@ def make_train_step(
                 done_weight,
                 batch.get("reward"),
                 reward_weight,
-                reward_over_weight,
             )
         grads = tape.gradient(total, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))

@@ -1,11 +1,9 @@
 """`encode`: run V over every episode and write the series M trains on (paper_settings.md §3).
 
 `series/ep_NNNNNN.npz` holds μ and logvar (float16, as the authors' `series.py`), plus the episode's action,
-reward and done (with `encode.mirror`, also `mu_m` and `logvar_m`: V's μ and logvar of every frame flipped
-left-right, which M's series reader turns into the episode's mirror image); `series/initial_z.npz` holds float32
-μ and logvar of frame 0 of the first `encode.initial_z` episodes in sorted order (the dream's start states, §3,
-§5). Each episode is written atomically, so a rerun skips every valid existing output and continues; a bad episode
-file is reported and skipped.
+reward and done; `series/initial_z.npz` holds float32 μ and logvar of frame 0 of the first `encode.initial_z`
+episodes in sorted order (the dream's start states, §3, §5). Each episode is written atomically, so a rerun skips
+every valid existing output and continues; a bad episode file is reported and skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import numpy as np
 
 from wm.config import Config
 from wm.data.episodes import (
-    MIRROR_KEYS,
     SERIES_KEYS,
     EpisodeError,
     check_folder,
@@ -34,17 +31,15 @@ from wm.metrics import make_logger
 from wm.rundir import RunDir, atomic_savez
 
 
-def _series_ok(path: Path, z_dim: int, mirror: bool = False) -> bool:
-    """An existing output is kept when it loads, has every key (the mirrored ones too with `mirror`) and μ of width
-    z_dim."""
+def _series_ok(path: Path, z_dim: int) -> bool:
+    """An existing output is kept when it loads, has every key and μ (and logvar) of width z_dim."""
     if not path.exists():
         return False
-    latents = ("mu", "logvar") + (MIRROR_KEYS if mirror else ())
     try:
-        d = read_episode(path, SERIES_KEYS + latents[2:])
+        d = read_episode(path, SERIES_KEYS)
     except EpisodeError:
         return False
-    return d["mu"].ndim == 2 and d["mu"].shape[1] == z_dim and len({d[k].shape for k in latents}) == 1
+    return d["mu"].ndim == 2 and d["mu"].shape[1] == z_dim and d["mu"].shape == d["logvar"].shape
 
 
 def encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -62,11 +57,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from wm import tf_setup
     from wm.models.vae import load_vae, make_encoder
 
-    z_dim, bs, mirror = int(cfg.vae.z_dim), int(cfg.encode.batch_size), bool(cfg.encode.mirror)
-    if mirror:
-        from wm.envs import mirror_sign
-
-        mirror_sign(cfg)  # an env without a known mirror: one line, before anything is written
+    z_dim, bs = int(cfg.vae.z_dim), int(cfg.encode.batch_size)
     vae_dir, out = run.stage_dir("train-vae"), run.stage_dir("encode")
     if not run.is_done("train-vae"):
         raise WMError(f"no finished V in {vae_dir} (run `train-vae` first)")
@@ -93,7 +84,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         for path in episodes:
             target = out / episode_name(episode_index(path))
             need_initial = len(good) < n_init
-            if _series_ok(target, z_dim, mirror) and not need_initial:
+            if _series_ok(target, z_dim) and not need_initial:
                 good.append(path)
                 skipped += 1
                 continue
@@ -103,15 +94,11 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 log.warning("skipping bad episode file: %s", e)
                 bad, late = bad + 1, late + 1
                 continue
-            if _series_ok(target, z_dim, mirror):  # already encoded: only frame 0 is needed for initial_z
+            if _series_ok(target, z_dim):  # already encoded: only frame 0 is needed for initial_z
                 mu, lv = (a.numpy() for a in encoder(ep["obs"][:1]))
                 skipped += 1
             else:
                 mu, lv = encode_frames(encoder, ep["obs"], bs)
-                extra = {}
-                if mirror:  # the same frames flipped left-right (obs is (T, H, W, 3): W is axis 2)
-                    mu_m, lv_m = encode_frames(encoder, np.ascontiguousarray(ep["obs"][:, :, ::-1]), bs)
-                    extra = dict(zip(MIRROR_KEYS, (mu_m.astype(np.float16), lv_m.astype(np.float16)), strict=True))
                 write_episode(
                     target,
                     mu=mu.astype(np.float16),
@@ -119,10 +106,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                     action=ep["action"],
                     reward=ep["reward"],
                     done=ep["done"],
-                    **extra,
                 )
                 written += 1
-                frames += len(mu) * (2 if mirror else 1)
+                frames += len(mu)
             if need_initial:
                 initial[len(good)] = (mu[0].astype(np.float32), lv[0].astype(np.float32))
             good.append(path)
@@ -146,7 +132,6 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             "bad_files": bad,
             "z_dim": z_dim,
             "initial_z": len(k),
-            "mirror": mirror,
             "frames_per_s": round(fps, 1),
         }
         run.mark_done("encode", info)

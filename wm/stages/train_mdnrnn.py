@@ -38,7 +38,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
 
     tf = tf_setup.setup()
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
-    from wm.envs import action_dim, mirror_sign
+    from wm.envs import action_dim
     from wm.models.mdnrnn import MDNRNN, config_path, lr_value, make_optimizer, make_train_step, save_config
     from wm.training import Checkpoint, Deferred, Rate, check_finite, prefetch, save_weights
 
@@ -58,15 +58,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             max_bad_share=cfg.data.max_bad_share,
             rewards=reward_head,
             dones=bool(m_cfg.predict_done),
-            mirror=mirror_sign(cfg) if cfg.encode.mirror else None,
         )
-        log.info(
-            "series: %d episodes%s, %d frames, %d bad files skipped",
-            series.n_episodes,
-            " (each followed by its mirror image: encode.mirror)" if cfg.encode.mirror else "",
-            series.n_frames,
-            series.bad_files,
-        )
+        log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
         if series.terminal is not None:  # the done head's positives (CarRacing: episodes cut at their first done)
             log.info("done targets: %d of %d episodes end by termination", int(series.terminal.sum()), series.n_episodes)
         log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
@@ -105,9 +98,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
                 state["step"],
             )
         state["lr_schedule"] = schedule
-        train_step = make_train_step(
-            model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight), float(m_cfg.reward_over_weight)
-        )
+        train_step = make_train_step(model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight))
         rate = Rate()
         last = [float("nan")] * 3
 
