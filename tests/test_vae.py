@@ -319,27 +319,3 @@ def test_learns_coloured_squares(tmp_path):
     assert info["best_val_loss"] == min(r["vae/val_loss"] for r in recs)
     for name in ("vae.weights.h5", "reconstructions.png", "recon_epoch_010.png", "DONE"):
         assert (run.stage_dir("train-vae") / name).exists()
-
-
-def test_flip_mirrors_about_half_the_frames_the_same_ones_on_a_resumed_epoch(tmp_path):
-    from wm.data.episodes import list_episodes, read_episode
-    from wm.data.frames import frame_dataset
-
-    _, run = make_run(tmp_path, episodes=3, t=40)
-    paths = list_episodes(run.stage_dir("collect"))
-
-    def frames(**kw):
-        return np.concatenate([b.numpy() for b in frame_dataset(paths, 10, cycle=1, seed=3, **kw)])
-
-    plain = np.concatenate([read_episode(p, ("obs",))["obs"] for p in paths])  # file order: no shuffle, one file at a time
-    flipped = frames(flip=True, epoch=1)
-    assert flipped.shape == plain.shape
-    same = (flipped == plain).all(axis=(1, 2, 3))
-    mirrored = (flipped == plain[:, :, ::-1]).all(axis=(1, 2, 3))
-    assert (same | mirrored).all() and 40 <= mirrored.sum() <= 80  # each frame as it is or flipped, ≈ half flipped
-    resumed = frames(flip=True, epoch=1, skip_batches=5)
-    np.testing.assert_array_equal(resumed, flipped[50:])
-    other = frames(flip=True, epoch=2)
-    assert not np.array_equal(other, flipped)  # another epoch, other coins
-    unflipped = frames(epoch=1)
-    np.testing.assert_array_equal(unflipped, plain)

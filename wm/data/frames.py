@@ -85,7 +85,6 @@ def frame_dataset(
     drop_remainder: bool = True,
     frame_shape=(64, 64, 3),
     failures: dict[str, str] | None = None,
-    flip: bool = False,
 ):
     """A `tf.data.Dataset` of uint8 (B, 64, 64, 3) batches over the frames of `paths`.
 
@@ -95,8 +94,6 @@ def frame_dataset(
         skip_batches: batches already consumed in this epoch (resume mid-epoch).
         cycle: episode files decoded in parallel and interleaved.
         failures: filled with path -> reason for files whose frames cannot be read (see `load_obs`).
-        flip: each frame is flipped left-right with probability 1/2 (`vae.flip`), drawn from (seed, epoch, its batch's
-            place in the stream), so a resumed epoch flips the same frames.
     """
     import tensorflow as tf
 
@@ -116,14 +113,6 @@ def frame_dataset(
         shuffle_seed = int(np.random.default_rng([seed, epoch, 0x5EED]).integers(2**31 - 1))
         ds = ds.shuffle(shuffle_buffer, seed=shuffle_seed, reshuffle_each_iteration=False)
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if flip:  # one vectorised op per batch; the coins are a function of (seed, epoch, batch index), skip comes after
-        flip_seed = int(np.random.default_rng([seed, epoch, 0xF11B]).integers(2**31 - 1))
-
-        def maybe_flip(i, frames):
-            coins = tf.random.stateless_uniform(tf.shape(frames)[:1], seed=tf.stack([tf.constant(flip_seed, tf.int64), i]))
-            return tf.where((coins < 0.5)[:, None, None, None], tf.reverse(frames, axis=[2]), frames)
-
-        ds = ds.enumerate().map(maybe_flip, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if skip_batches:
         ds = ds.skip(skip_batches)
     opts = tf.data.Options()

@@ -49,14 +49,10 @@ def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[i
     checked = check_folder(folder, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
     paths, lengths = list(checked.paths), list(checked.lengths)
     n = int(cfg.vae.episodes)
-    if cfg.vae.pick not in ("first", "last"):
-        raise WMError(f"vae.pick must be first or last, got {cfg.vae.pick!r}")
     if n > 0:  # V on n episodes only: its step budget, not the dataset size, is what costs
         if len(paths) < n:
             log.warning("vae.episodes=%d but only %d readable episodes: using them all", n, len(paths))
-        # first n, or the newest n (a round fine-tuning V on the episodes its C played: iterate.vae_epochs)
-        keep = slice(0, n) if cfg.vae.pick == "first" else slice(max(len(paths) - n, 0), None)
-        paths, lengths = paths[keep], lengths[keep]
+        paths, lengths = paths[:n], lengths[:n]
     return paths, lengths, checked
 
 
@@ -130,11 +126,6 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         log.warning("the training episodes changed since the checkpoint; restarting epoch %d from its start", state["epoch"])
         state.update(batch=0, sums=[0.0, 0.0, 0.0, 0])
     state["data"] = data_id
-    if not state["step"] and v.init_from:  # a round of iterative training fine-tunes the previous round's V
-        from wm.models.vae import load_vae
-
-        model.set_weights(load_vae(run.resolve(v.init_from), v.z_dim).get_weights())
-        log.info("warm start from %s", v.init_from)
     if ckpt.lr_change is not None:  # the checkpoint's Adam holds its own learning rate; config.yaml's is applied
         log.warning(
             "vae.lr changed since the checkpoint: %g -> %g; the resumed optimiser uses %g (config.yaml), "
@@ -211,7 +202,6 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             skip_batches=state["batch"],
             cycle=cycle,
             failures=late,
-            flip=bool(v.flip),
         )
         if distribute:
             ds = strategy.experimental_distribute_dataset(ds)
