@@ -7,7 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.dream import _S_EPS, _S_INIT, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
+from wm.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
 from wm.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
@@ -130,61 +130,6 @@ def test_dream_pays_the_reward_head(world):
             total, n, done = total + rew, n + 1, term or trunc
         assert n == lengths[p, k] and total == pytest.approx(returns[p, k], rel=1e-4, abs=1e-4)
         assert abs(total - n) > 1e-3  # not +1 per step
-
-
-def _reward_m(m, bias, kernel_seed=None):
-    """The fixture's M with a reward head after the done column: bias `bias`, a random kernel when `kernel_seed`."""
-    r = MDNRNN(6, 1, 12, num_mixtures=3, predict_done=True, predict_reward=True)
-    ws = m.get_weights()
-    col = np.zeros(12) if kernel_seed is None else np.random.default_rng(kernel_seed).normal(0, 1.0, 12)
-    r.set_weights([*ws[:3], np.insert(ws[3], 1, col, axis=1), np.insert(ws[4], 1, bias, axis=0)])
-    return r
-
-
-def test_critics_pay_mean_minus_k_std_of_the_heads(world):
-    """`dream.critics` (issue 17): a critic M steps on the dreamed (z, a) and a step pays mean − k·std over M's reward
-    head and the critics'; the dream itself (lengths) does not change; a critic equal to M changes nothing; DreamEnv
-    pays what the evaluator pays; a critic that cannot judge (no reward head) or a branched start is refused."""
-    m, c, mu0, lv0 = world
-    params, seeds = _params(c, 3), np.arange(12, dtype=np.int64).reshape(3, 4) * 31 + 5
-    r, low, high = _reward_m(m, 0.25), _reward_m(m, -0.25), _reward_m(m, 0.75)
-    plain, lengths = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
-    np.testing.assert_allclose(plain, 0.25 * lengths, rtol=1e-6)
-    two, n2 = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[high]).evaluate(params, seeds)
-    np.testing.assert_array_equal(n2, lengths)
-    np.testing.assert_allclose(two, 0.25 * lengths, rtol=1e-5)  # heads 0.25 and 0.75, k = 1: their min
-    np.testing.assert_allclose(
-        DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[high], pessimism=0.0).evaluate(params, seeds)[0],
-        0.5 * lengths,
-        rtol=1e-5,
-    )
-    # three heads 0.25, −0.25, 0.75: mean 0.25, population std sqrt(1/6), k = 2
-    three = DreamEvaluator(r, c, mu0, lv0, 1.25, CAP, critics=[low, high], pessimism=2.0, compact_every=2)
-    np.testing.assert_allclose(three.evaluate(params, seeds)[0], (0.25 - 2 * np.sqrt(1 / 6)) * lengths, rtol=1e-5)
-
-    # heads that read h: the same M as a critic agrees step by step, so nothing is taken off
-    rk, other = _reward_m(m, 0.1, kernel_seed=4), _reward_m(m, 0.1, kernel_seed=5)
-    own, n_own = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP).evaluate(params, seeds)
-    same, _ = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[_reward_m(m, 0.1, kernel_seed=4)]).evaluate(params, seeds)
-    np.testing.assert_allclose(same, own, rtol=1e-4, atol=1e-4)
-    judged, n_j = DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[other], compact_every=2).evaluate(params, seeds)
-    np.testing.assert_array_equal(n_j, n_own)
-    assert (judged < own - 1e-3).all()  # two heads that differ: every episode paid less than M alone pays it
-    env = DreamEnv(rk, c, mu0, lv0, 1.25, CAP, critics=[other])
-    for p, k in [(0, 1), (2, 3)]:
-        env.reset(seed=int(seeds[p, k]), params=params[p])
-        total, done = 0.0, False
-        while not done:
-            _, rew, term, trunc, _ = env.step()
-            total, done = total + rew, term or trunc
-        assert total == pytest.approx(judged[p, k], rel=1e-4, abs=1e-4)
-
-    with pytest.raises(WMError, match="critic M"):
-        DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[m])
-    with pytest.raises(WMError, match="need M's reward head"):
-        DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, critics=[rk])
-    with pytest.raises(WMError, match="pessimism"):
-        DreamEvaluator(rk, c, mu0, lv0, 1.25, CAP, critics=[other], pessimism=-1.0)
 
 
 def test_deterministic_and_independent_of_the_batch(world):
@@ -320,24 +265,6 @@ def test_done_sampling_threshold_vs_bernoulli(world):
         DreamEvaluator(hazard, c, mu0, lv0, 1.0, 200, done_sampling="coin")
 
 
-def test_a_normal_start_draws_z_from_n01_whatever_was_recorded(world):
-    # dream.start: normal (DDL's CarRacing dream) starts at the seed's ε ~ N(0, I): the recorded frame-0 z's play
-    # no part, and DreamEnv starts the same; recorded starts are μ + σ·ε of an initial_z entry (§5)
-    m, c, mu0, lv0 = world
-    seeds = tf.constant(np.arange(6, dtype=np.int64) * 31 + 5)
-    eps = normal(seeds, 0, _S_INIT, 6).numpy()
-    for recorded in (mu0, mu0 + 50.0):
-        z = DreamEvaluator(m, c, recorded, lv0, 1.0, CAP, start="normal").core.reset(seeds)[0].numpy()
-        np.testing.assert_allclose(z, eps, rtol=0, atol=0)
-    z = DreamEvaluator(m, c, mu0 + 50.0, lv0, 1.0, CAP).core.reset(seeds)[0].numpy()
-    assert np.abs(z - 50.0).max() < 10.0  # recorded: around the (shifted) recorded μ's
-    env = DreamEnv(m, c, mu0 + 50.0, lv0, 1.0, CAP, start="normal")
-    env.reset(seed=int(seeds[3]))
-    np.testing.assert_allclose(env.z, eps[3], rtol=0, atol=1e-6)  # compiled vs eager ndtri: 1 ulp
-    with pytest.raises(WMError, match="dream.start"):
-        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, start="zero")
-
-
 @pytest.mark.parametrize("env", ["carracing", "atari_boxing"])
 def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and
@@ -353,153 +280,3 @@ def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     run.mark_done("train-mdnrnn", {})
     with pytest.raises(WMError, match=r"needs M's reward head \(mdnrnn.predict_reward: true"):
         check_upstream(cfg, run)
-
-
-def _series(lengths, seed=0):
-    """A Series of episodes with z = μ (σ ≈ 0) and random actions, for branch states."""
-    from wm.data.sequences import Series
-
-    rng = np.random.default_rng(seed)
-    n = int(sum(lengths))
-    return Series(
-        rng.normal(size=(n, 6)).astype(np.float16),
-        np.full((n, 6), -40.0, np.float16),
-        rng.uniform(-1, 1, (n, 1)).astype(np.float32),
-        np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64),
-        np.asarray(lengths, np.int64),
-    )
-
-
-def test_branch_states_are_m_teacher_forced_to_a_recorded_frame(world):
-    """`dream.branch_share`'s table (issue 22): frame t0 ∈ [1, L − 2] of one of the newest episodes, its μ, and M's
-    (c, h) after frames 0 … t0 − 1 — checked against M's own sequence call (restart on frame 0) on each prefix."""
-    from wm.dream import branch_states
-
-    m = world[0]
-    s = _series([30, 25, 20])
-    b = branch_states(m, s, 24, newest=2, seed=3)
-    assert b.t0.min() >= 1 and b.c.shape == (24, 12) and b.h.shape == (24, 12)
-    mu = s.mu.astype(np.float32)
-    for i in range(24):
-        # which episode: the row's μ is frame t0 of episode 1 (25 frames) or 2 (20 frames), never episode 0
-        hits = [e for e in (0, 1, 2) if b.t0[i] <= s.lengths[e] - 2 and np.array_equal(b.mu[i], mu[s.starts[e] + b.t0[i]])]
-        assert hits and 0 not in hits and b.episode[i] in hits, i  # the row names its episode
-        e, t0 = int(b.episode[i]), int(b.t0[i])
-        rows = slice(s.starts[e], s.starts[e] + t0)
-        restart = np.zeros((1, t0), np.float32)
-        restart[0, 0] = 1.0
-        _, (c, h) = m(mu[rows][None], s.action[rows][None], restart)
-        np.testing.assert_allclose(b.c[i], c.numpy()[0], atol=1e-5)
-        np.testing.assert_allclose(b.h[i], h.numpy()[0], atol=1e-5)
-    assert set(np.unique(b.t0)) > {1} and b.sigma.max() < 1e-6
-    with pytest.raises(WMError, match="no branch states"):
-        branch_states(m, _series([2, 2]), 4, newest=0, seed=0)
-    # branch_window: only the last W frames before a recorded death (episode 1 died at frame 24; 0 and 2 did not)
-    s.terminal = np.array([False, True, False])
-    w = branch_states(m, s, 40, newest=0, seed=3, window=5)
-    np.testing.assert_array_equal(np.unique(w.t0), [19, 20, 21, 22, 23])
-    np.testing.assert_array_equal(w.mu, mu[s.starts[1] + w.t0])
-    # the config's keys reach the table (what load_dream builds for each M with dream.branch_share > 0)
-    from wm import config as C
-    from wm.dream import run_branches
-
-    sets = {"dream": {"branch_states": 9, "branch_episodes": 1, "branch_window": 3}, "run": {"seed": 3}}
-    cfg = C.update(C.defaults(), sets, source="test")
-    s.terminal = np.array([False, False, True])  # the newest episode (20 frames) died
-    r = run_branches(cfg, m, s)
-    assert len(r.t0) == 9 and set(r.t0) <= {16, 17, 18}
-
-
-def test_branched_dreams_start_mid_game_and_play_the_rest_of_it(world):
-    """A branched episode starts at a table row's (z, c, h) without the restart flag and runs to the game's cap
-    (max_steps − t0); share 0 is the plain dream bit for bit; the evaluator and DreamEnv play the same episode."""
-    from wm.dream import branch_states
-
-    m, c, mu0, lv0 = world
-    never = _never_dies(m)
-    b = branch_states(never, _series([30, 25, 20]), 16, newest=0, seed=1)
-    seeds = np.arange(40, dtype=np.int64).reshape(4, 10) * 131 + 7
-    params = _params(c, 4)
-    plain = DreamEvaluator(m, c, mu0, lv0, 1.0, CAP).evaluate(params, seeds)
-    zero = DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.0).evaluate(params, seeds)
-    np.testing.assert_array_equal(plain[1], zero[1])
-    ev = DreamEvaluator(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=1.0)
-    z, c0, h0, off = (x.numpy() for x in ev.core.reset(tf.constant(seeds.ravel())))
-    assert set(off) <= set(b.t0) and len(set(off)) > 3
-    row = [int(np.flatnonzero(np.abs(b.mu - zi).max(-1) < 1e-4)[0]) for zi in z]  # σ ≈ 0: z is the row's μ
-    np.testing.assert_array_equal(off, b.t0[row])
-    np.testing.assert_allclose(h0, b.h[row], atol=0)
-    _, n = ev.evaluate(params, seeds)
-    np.testing.assert_array_equal(n.ravel(), CAP - off)  # the rest of the game, never past its cap
-    # no restart on a branched start: M steps on from the recorded state (a restart would zero it first)
-    zt, ct, ht = (tf.constant(x[:3]) for x in (z, c0, h0))
-    step = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht, off=tf.constant(off[:3]))
-    fresh = ev.core.step(tf.constant(params[:1]), tf.constant(seeds.ravel()[:3]), 0, zt, ct, ht)
-    assert np.abs(step[2].numpy() - fresh[2].numpy()).max() > 1e-3
-    with pytest.raises(WMError, match="critics cannot follow branched starts"):
-        DreamEvaluator(_reward_m(m, 0.1), c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, critics=[_reward_m(m, 0)])
-    half = DreamEvaluator(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5, compact_every=3)
-    many = np.arange(400, dtype=np.int64)
-    share = float((half.core.reset(tf.constant(many))[3].numpy() > 0).mean())
-    assert 0.4 < share < 0.6
-    r, _ = half.evaluate(params[:1], seeds[:1])
-    env = DreamEnv(m, c, mu0, lv0, 1.25, CAP, branches=b, branch_share=0.5)
-    starts = []
-    for k in range(10):
-        _, info = env.reset(seed=int(seeds[0, k]), params=params[0])
-        starts.append(info["t0"])
-        total, done = 0.0, False
-        while not done:
-            _, rew, term, trunc, _ = env.step()
-            total, done = total + rew, term or trunc
-        assert total == r[0, k], k
-    assert 0 < sum(t > 0 for t in starts) < 10  # both kinds of start among the ten
-    with pytest.raises(WMError, match="branch"):
-        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branch_share=0.5)
-
-
-def test_branch_steps_cut_a_branched_dream_to_its_window_and_pay_only_those_steps(world):
-    """`dream.branch_steps` N (issue 17): a branched start plays min(N, cap − t0) steps, truncated, and is paid M's
-    rewards over those steps only; a frame-0 start still plays to the cap; N < 0, or N without branched starts, is
-    refused."""
-    from wm.dream import branch_states
-
-    m, c, mu0, lv0 = world
-    never = _reward_m(_never_dies(m), 0.25)  # no deaths; every step pays 0.25
-    b = branch_states(never, _series([30, 25, 20]), 16, newest=0, seed=1)
-    seeds = np.arange(40, dtype=np.int64).reshape(4, 10) * 131 + 7
-    params = _params(c, 4)
-    for n_steps in (7, 35):
-        ev = DreamEvaluator(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=n_steps)
-        off = ev.core.reset(tf.constant(seeds.ravel()))[3].numpy()
-        assert 0 < (off > 0).sum() < off.size  # both kinds of start
-        r, n = ev.evaluate(params, seeds)
-        want = np.where(off > 0, np.minimum(n_steps, CAP - off), CAP)  # 35 > CAP − t0 for late starts: the cap
-        np.testing.assert_array_equal(n.ravel(), want)
-        np.testing.assert_allclose(r.ravel(), 0.25 * want, rtol=1e-5)
-    env = DreamEnv(never, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=1.0, branch_steps=7)
-    env.reset(seed=int(seeds[0, 0]), params=params[0])
-    flags = [env.step()[2:4] for _ in range(7)]
-    assert flags == [(False, False)] * 6 + [(False, True)]  # the window ends truncated, not terminated
-    with pytest.raises(WMError, match="branch_steps"):
-        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.5, branch_steps=-1)
-    with pytest.raises(WMError, match="branch_steps cuts branched dreams only"):  # it would change nothing: refused
-        DreamEvaluator(m, c, mu0, lv0, 1.0, CAP, branches=b, branch_share=0.0, branch_steps=7)
-
-
-def test_window_calibration_bench_sums_each_window_and_correlates_over_states(repo_root):
-    """`bench/window_calibration.py`'s figures (issue 17): returns summed over the window, their correlation over
-    states, the mean error per step; against hand-computed values."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("window_calibration", repo_root / "bench" / "window_calibration.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    real = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [3.0, 0.0, 0.0]])  # returns 2, 0, 3
-    pred = np.array([[0.0, 0.0, 0.5], [0.0, 0.0, -0.5], [0.0, 1.0, 0.5]])  # returns 0.5, −0.5, 1.5
-    got = bench.window_stats(real, pred)
-    assert got["states"] == 3 and got["real_return_mean"] == pytest.approx(5 / 3)
-    assert got["pred_return_mean"] == pytest.approx(0.5)
-    assert got["return_corr"] == pytest.approx(np.corrcoef([2, 0, 3], [0.5, -0.5, 1.5])[0, 1])
-    assert got["step_error_mean"] == pytest.approx((1.5 - 5) / 9)
-    assert bench.window_stats(real, np.zeros_like(real))["return_corr"] is None  # a flat prediction ranks nothing

@@ -3,10 +3,10 @@
     world = load_world(cfg, run, need=("mdnrnn", "initial_z"))          # the dream
     world = load_world(cfg, run, need=("vae", "mdnrnn", "params"))     # the real-env agent, C's best params
 
-Every consumer (the dream and real evaluators, evaluation recordings, the agent data policy, M's dream preview,
-CMA-ES's `es.init_from`) loads through here, so a missing file, a model of the wrong size, a controller vector
-of the wrong length or with non-finite values, or a misshapen initial_z is refused in one line naming the file
-and what to run. C (the `Controller`) is always built: it costs nothing and fixes the parameter count.
+Every consumer (the dream and real evaluators, evaluation recordings, the agent data policy, M's dream preview)
+loads through here, so a missing file, a model of the wrong size, a controller vector of the wrong length or with
+non-finite values, or a misshapen initial_z is refused in one line naming the file and what to run. C (the
+`Controller`) is always built: it costs nothing and fixes the parameter count.
 """
 
 from __future__ import annotations
@@ -51,21 +51,11 @@ def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
     return run.params(spec) if spec in PARAMS else Path(spec)
 
 
-def dream_worlds(cfg: Config, run: RunDir, key: str = "worlds") -> list[Path]:
-    """`dream.worlds` (or `dream.critics`) as run directories (relative paths from `run`), each holding an M trained
-    on the same V's z."""
-    out = []
-    for raw in cfg.dream[key]:
-        p = Path(str(raw))
-        out.append(p if p.is_absolute() else run.path / p)
-    return out
-
-
 def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
     """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
-    and in the dream the Ms of `dream.worlds` and `dream.critics` and the dream's settings (`dream.*`, its dropout
-    resolved), so a check dreamed at another temperature or dropout is not taken for this one (`evaluate` stores it in
-    the summary; round control reuses a stored check only while these match)."""
+    and in the dream the dream's settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at
+    another temperature or dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses
+    a stored check only while these match)."""
     import hashlib
     import json
 
@@ -73,12 +63,9 @@ def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = Fa
         return hashlib.sha256(data).hexdigest()[:16]
 
     files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
-    if dream:
-        for key in ("worlds", "critics"):
-            files |= {f"{key}{i}": RunDir(p).mdnrnn_weights for i, p in enumerate(dream_worlds(cfg, run, key))}
     out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
     if dream:
-        settings = cfg.dream.to_dict() | {"dropout": dream_dropout(cfg)}
+        settings = cfg.dream.to_dict() | {"dropout": float(cfg.mdnrnn.dropout)}
         out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
     return out
 
@@ -115,18 +102,6 @@ def read_initial_z(path: Path, z_dim: int) -> tuple[np.ndarray, np.ndarray]:
     return mu, logvar
 
 
-def dream_dropout(cfg: Config) -> float:
-    """M's dropout in the dreams a loaded world plays (its masks drawn per dream episode; the real game and M's
-    training draw none from this): `dream.dropout` when ≥ 0, else what M trained with (`mdnrnn.dropout`). Dropout's
-    Dream Land trained its CarRacing M at 0.05 and dreamed at 0.0 / 0.05 / 0.1 / 0.2 (real −30, 528, 789, 589)."""
-    p = float(cfg.dream.dropout)
-    if p < 0:
-        return float(cfg.mdnrnn.dropout)
-    if p >= 1:
-        raise WMError(f"dream.dropout must be in [0, 1) (or < 0 for mdnrnn.dropout), got {p:g}")
-    return p
-
-
 def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (), params: str | None = None) -> World:
     """Build the parts of the run's world named in `need` (any of "vae", "mdnrnn", "params", "initial_z").
 
@@ -156,7 +131,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             cfg.mdnrnn.hidden,
             cfg.mdnrnn.num_mixtures,
             cfg.mdnrnn.predict_done,
-            dropout=dream_dropout(cfg),
+            dropout=float(cfg.mdnrnn.dropout),  # in the dream, masks per episode (wm.dream)
             predict_reward=bool(cfg.mdnrnn.predict_reward),
         )
     if "params" in need:
