@@ -67,12 +67,9 @@ def weighted_done_loss(
     return tf.reduce_sum(ce * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
 
 
-def reward_loss(pred: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None, over_weight: float = 1.0) -> tf.Tensor:
-    """Squared error of the reward head, mean over unmasked steps; over-estimates (pred > target) weighted
-    ×`over_weight` (1: plain MSE; the asymmetric loss of the 2026 JAX port uses 5: a dream that promises more
-    than the game pays is what a controller exploits)."""
-    err = pred - tf.cast(target, pred.dtype)
-    se = tf.square(err) * tf.where(err > 0, tf.cast(over_weight, pred.dtype), tf.ones_like(err))
+def reward_loss(pred: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
+    """Squared error of the reward head, mean over unmasked steps."""
+    se = tf.square(pred - tf.cast(target, pred.dtype))
     if mask is None:
         return tf.reduce_mean(se)
     mask = tf.cast(mask, se.dtype)
