@@ -18,7 +18,8 @@ import yaml
 
 from wm.errors import WMError
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# configs/ beside wm/ in a checkout, wm/configs in the installed wheel (pyproject.toml)
+CONFIG_DIR = next(p for p in (Path(__file__).resolve().parent / d for d in ("configs", "../configs")) if p.is_dir()).resolve()
 
 # Keys of levers that measured no better and left the code (docs/lab/levers.md has each one's measurement). The
 # last commit that has them all is RETIRED_AT: check it out to rerun a measurement. A stored config.yaml (an older
