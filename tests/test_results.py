@@ -50,7 +50,8 @@ def test_known_returns_give_known_figures_and_a_ci_around_the_mean(tmp_path):
     assert r["std"] == pytest.approx(np.std([100, 200, 300, 400]))
     lo, hi = r["ci95"]
     assert 100 <= lo < 250 < hi <= 400
-    assert r["random"]["mean"] == 50 and r["ratio"] == 5.0 and r["note"] == "" and r["random"]["same_seeds"]
+    assert r["random"]["mean"] == 50 and r["ratio"] == 5.0 and r["random"]["same_seeds"]
+    assert r["note"] == "only 4 episodes: the CI is rough (the protocol plays 100)"  # fewer than 20
 
 
 def test_no_ratio_to_a_negative_random_mean(tmp_path):
@@ -59,7 +60,7 @@ def test_no_ratio_to_a_negative_random_mean(tmp_path):
     _eval(run, [700.0, 720.0])
     _eval(run, [-30.0, -25.0], tag="random")
     doc = gather([str(run.path)], [], resamples=200)
-    assert doc["runs"][0]["ratio"] is None and doc["aggregate"]["all"]["ratio"] is None
+    assert doc["runs"][0]["ratio"] is None and doc["aggregate"]["all"] is None  # one run: no aggregate over runs
     assert doc["runs"][0]["random"]["mean"] == -27.5
     assert "| -27.5 ± 2.5 | — |" in format_table(doc)
 
@@ -91,7 +92,7 @@ def test_all_runs_aggregate_of_three_runs(tmp_path):
     n = agg["non_frozen"]
     assert (n["runs"], n["mean"], n["min"]) == (3, pytest.approx(300.0), 100.0)
     assert n["std"] == pytest.approx(np.std([100, 200, 600]))
-    assert (agg["frozen"]["runs"], agg["frozen"]["mean"]) == (1, pytest.approx(300.0))
+    assert agg["frozen"] is None  # one frozen run: no "± over runs" of one run
     assert [r["frozen"] for r in doc["runs"]] == [False, False, False, True]
     # the hierarchical CI resamples the runs: far wider than the ±2 of the episodes alone, within the run means
     lo, hi = n["ci95"]
@@ -167,7 +168,7 @@ def test_cli_writes_the_table_and_json(tmp_path, capsys):
     assert "frozen recipe" in lines[3] and "no random baseline" in lines[3]
     assert lines[4].startswith("| **all runs (2)** |") and "**300.0 ± 100.0**" in lines[4] and "min run mean 200.0" in lines[4]
     doc = json.loads((out / "results.json").read_text())
-    assert doc["aggregate"]["all"]["mean"] == 300.0 and doc["aggregate"]["frozen"]["runs"] == 1
+    assert doc["aggregate"]["all"]["mean"] == 300.0 and doc["aggregate"]["frozen"] is None
     assert doc["aggregate"]["all"]["ratio"] is None  # one run has no random baseline
 
 
@@ -260,3 +261,22 @@ def test_results_help_loads_no_tensorflow(repo_root):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, timeout=120)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_runs_of_another_step_cap_or_env_are_refused_and_few_episodes_are_flagged(tmp_path, capsys):
+    """A 300-step tiny run and a 2100-step run in one table would average two games: refused in one line; a run of
+    fewer than 20 episodes says its CI is rough; one run gets no "± over runs" row."""
+    a, b = _run(tmp_path, "a", seed=0), RunDir(tmp_path / "b")
+    b.bind_config(C.load(["doom_takecover", "small"], ["run.seed=1"]), None)
+    _eval(a, [100.0] * 30)
+    _eval(b, [900.0] * 30)
+    with pytest.raises(WMError, match=r"the runs differ in env.max_steps \(300 in .*a, 2100 in .*b\)"):
+        gather([str(a.path), str(b.path)], [], resamples=200)
+    one = tmp_path / "one"
+    assert wm_main(["results", "--runs", str(a.path), "--out", str(one), "--resamples", "200"]) == 0
+    assert "all runs" not in (one / "results.md").read_text()
+    few = _run(tmp_path, "few", seed=2)
+    _eval(few, [1304.0, 1304.0, 1304.0])
+    assert wm_main(["results", "--runs", str(few.path), "--out", str(tmp_path / "f"), "--resamples", "200"]) == 0
+    assert "warning: fewer than 20 episodes" in capsys.readouterr().err
+    assert "only 3 episodes: the CI is rough" in (tmp_path / "f" / "results.md").read_text()

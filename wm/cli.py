@@ -229,6 +229,26 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     return 0
 
 
+# Verbs that only read the run they are given: they may open an agent shipped inside the package (wm/agents/).
+READS_ONLY = ("status", "play")
+
+
+def refuse_writes_into_the_package(args: argparse.Namespace) -> None:
+    """A verb that would write into an agent shipped inside the installed package (its folder may not even be
+    writable, and the next install replaces it) is refused, saying how to copy the agent out."""
+    agents = (Path(__file__).resolve().parent / "agents").resolve()
+    for where in (getattr(args, "run", None), getattr(args, "out", None)):
+        if where is None or (where == getattr(args, "run", None) and args.verb in READS_ONLY):
+            continue
+        path = Path(where).resolve()
+        if path == agents or agents in path.parents:
+            name = path.relative_to(agents).parts[0] if path != agents else "doom_small_s2"
+            raise WMError(
+                f"{where} is inside the package's shipped agents (read-only): copy it out first, "
+                f"e.g. cp -r {agents / name} runs/{name}, then run {args.verb} on runs/{name}"
+            )
+
+
 def tf_first(loads_tf: bool) -> None:
     """TensorFlow's devices before anything else: an MPI worker rank decides one thread and no GPU now, before TF
     is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
@@ -272,6 +292,11 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"{parser.prog}: error: name a verb (wm --help lists them)", file=sys.stderr)
         return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        refuse_writes_into_the_package(args)
+    except WMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     tf_first(verb(args.verb).tf)
     try:
         if args._kind == "stage":

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from wm.config import Config
+from wm.config import update as config_update
 from wm.errors import WMError
-from wm.rundir import RunDir, atomic_write_json
+from wm.rundir import RunDir, atomic_write_json, atomic_write_text, plain_mode
 
 AGENT_FILE = "agent.json"
 
@@ -93,6 +95,19 @@ def score(run: RunDir, tag: str, first: int = 0) -> dict[str, Any] | None:
     return out
 
 
+# Keys that point at other runs (what a round's data and M came from): the agent holds none of them, so it carries
+# none of those paths; its AGENT.md says where it came from.
+PROVENANCE_KEYS = {"collect.agent_run": "", "mdnrnn.init_from": ""}
+
+
+def self_contained(where: RunDir) -> Config:
+    """The pass's config with the keys that name other runs cleared (`PROVENANCE_KEYS`)."""
+    cfg = where.load_config()
+    if cfg is None:
+        raise WMError(f"{where.path} has no config.yaml")
+    return config_update(cfg, PROVENANCE_KEYS, source="export")
+
+
 def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", force: bool = False) -> dict[str, Any]:
     """Write the agent of `src_run` into `out` (see the module docstring); returns agent.json's content."""
     from wm.status import result_pass
@@ -111,9 +126,11 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
         raise WMError(f"{out} exists; choose another --out or pass --force to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    plain_mode(tmp, folder=True)
+    source = src_run.path.name if where.path == src_run.path else f"{src_run.path.name}/{where.path.name}"
     try:
         agent = RunDir(tmp)
-        shutil.copy2(where.config_path, agent.config_path)
+        atomic_write_text(agent.config_path, self_contained(where).to_yaml())
         for folder in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
             agent.stage_dir(folder).mkdir(parents=True, exist_ok=True)
         half_h5(where.vae_weights, agent.vae_weights)
@@ -122,7 +139,7 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
         shutil.copy2(where.initial_z, agent.initial_z)
         shutil.copy2(where.params(params), agent.params("best"))
         info = {
-            "source": str(where.path),
+            "source": source,  # the run's own name, never a path of the machine that trained it
             "pass": name,
             "chosen_by": how,
             "params": params,
@@ -134,7 +151,7 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
             "exported_at_commit": suite_commit(),
         }
         for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
-            agent.mark_done(verb, {"exported_from": str(where.path), "pass": name})
+            agent.mark_done(verb, {"exported_from": source, "pass": name})
         atomic_write_json(tmp / AGENT_FILE, info)
         (tmp / "AGENT.md").write_text(agent_md(info))
         if out.exists():

@@ -52,6 +52,8 @@ PAIRED_MD = "paired.md"
 PAIRED_JSON = "paired.json"
 RANDOM_TAG = "random"  # `evaluate --random`'s default tag
 CI = 0.95
+FEW_EPISODES = 20  # a row on fewer episodes says its CI is rough
+SAME_SETTING = ("env.name", "env.max_steps")  # every run of one table shares these
 _CHUNK = 4_000_000  # indices drawn at once by the bootstrap (32 MB of int64), so 10k episodes × 10k resamples fit
 
 
@@ -167,10 +169,13 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
         random["same_seeds"] = rseeds == cseeds
         if not random["same_seeds"]:
             notes.append(f"random baseline on other seeds ({_seed_span(rseeds)}) than C ({_seed_span(cseeds)})")
+    if returns.size < FEW_EPISODES:
+        notes.append(f"only {returns.size} episodes: the CI is rough (the protocol plays 100)")
     ratio = times(float(returns.mean()), None if random is None else random["mean"])
     return {
         "run": path,
         "seed": cfg.run.seed,
+        "setting": {k: cfg[k] for k in SAME_SETTING},
         "frozen": frozen,
         "result": {"name": name, "path": str(where.path), "chosen_by": chosen},
         "episodes": int(returns.size),
@@ -198,8 +203,8 @@ def _seed_span(seeds: list[int]) -> str:
 
 
 def aggregate(rows: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any] | None:
-    """The aggregate of `rows` (module docstring); None for no rows."""
-    if not rows:
+    """The aggregate of `rows` (module docstring); None for fewer than two rows (a spread over one run is no spread)."""
+    if len(rows) < 2:
         return None
     means = np.array([r["mean"] for r in rows])
     lo, hi = hierarchical_ci([r["returns"] for r in rows], resamples, seed)
@@ -235,6 +240,11 @@ def gather(
         seen[key] = p
     rows = [run_row(p, tag, random_tag, False, resamples, seed) for p in runs]
     rows += [run_row(p, tag, random_tag, True, resamples, seed) for p in frozen]
+    for key in SAME_SETTING:  # one table compares one game under one cap: a mixed one would average apples and pears
+        values = {str(r["setting"][key]) for r in rows}
+        if len(values) > 1:
+            where = ", ".join(f"{r['setting'][key]} in {r['run']}" for r in rows)
+            raise WMError(f"the runs differ in {key} ({where}): gather runs of one setting per table")
     doc = {
         "tag": tag,
         "random_tag": random_tag,
@@ -320,7 +330,7 @@ def format_table(doc: dict[str, Any]) -> str:
             f"{ratio} | {r['note']} |"
         )
     agg = doc["aggregate"]
-    groups = [("all runs", agg["all"], "")]
+    groups = [("all runs", agg["all"], "")] if agg["all"] else []
     if agg["non_frozen"] and agg["frozen"]:
         groups += [("non-frozen runs", agg["non_frozen"], ""), ("frozen recipe runs", agg["frozen"], "frozen recipe")]
     for label, a, recipe in groups:
@@ -396,6 +406,9 @@ def main(args: argparse.Namespace) -> int:
     else:
         doc = gather(args.runs, args.frozen, args.tag, args.random_tag, args.resamples, args.bootstrap_seed)
         table, names = format_table(doc), (RESULTS_MD, RESULTS_JSON)
+    few = [r["run"] for r in doc.get("runs", []) if r["episodes"] < FEW_EPISODES]
+    if few:
+        print(f"warning: fewer than {FEW_EPISODES} episodes in {', '.join(few)}: their CIs are rough", file=sys.stderr)
     out = Path(args.out)
     atomic_write_json(out / names[1], doc)
     atomic_write_text(out / names[0], table)
