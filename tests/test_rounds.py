@@ -55,8 +55,6 @@ def _drive(
     finals: dict[str, float] | None = None,
     mores: dict[str, float] | None = None,
     asked: list | None = None,
-    starts: list | None = None,
-    load=None,
     stages: list | None = None,
 ):
     """Run the pipeline's round loop with check scores (real, dream) per pass and the random policy's check score;
@@ -65,9 +63,8 @@ def _drive(
     clock.json. Returns (rounds run,
     explores, rounds.json); each round's `learned` flag (iterate.learned_set applies) is appended to `learned` when
     given; the final check's scores come from `finals` ({pass name: mean}) and `mores` (`iterate.final_more`'s), each
-    request (pass, tag, episodes) appended to `asked` (final_more's with the seeds it skips); the pass each round's C
-    starts at (`start_from`, a pass index; None: afresh) is appended to `starts`; each pass whose stages run is appended
-    to `stages` as (its folder's name, the `last` stage it runs to, its --force)."""
+    request (pass, tag, episodes) appended to `asked` (final_more's with the seeds it skips); each pass whose stages
+    run is appended to `stages` as (its folder's name, the `last` stage it runs to, its --force)."""
     cfg = _cfg(*sets)
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
@@ -81,27 +78,18 @@ def _drive(
     flags = [] if learned is None else learned
     calls = iter(scores)
 
-    def fake_prepare(base, cfg_, k, explore=None, learned=False, start_from=None):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False):
         explores.append(explore)
         flags.append(learned)
-        (starts if starts is not None else []).append(start_from)
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child
 
-    worlds: dict[str, str] = {}
-
-    def fake_redraw(base, k, world, name, r):
-        worlds[f"round{k}"] = name
-        (starts if starts is not None else []).append(("redraw", name, r))
-        return fake_prepare(base, cfg, k)
-
     def fake_check(where, cfg_, name):
         real, dream = next(calls)
-        return PassCheck(name, str(where.path), real, dream, world=worlds.get(name))
+        return PassCheck(name, str(where.path), real, dream)
 
     monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
-    monkeypatch.setattr(pipeline, "prepare_redraw", fake_redraw)
     monkeypatch.setattr(pipeline, "check_pass", fake_check)
     monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
     seen = stages if stages is not None else []
@@ -131,7 +119,7 @@ def _drive(
                 tick()
 
         monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
-    monkeypatch.setattr(RunDir, "load_config", load or (lambda self: cfg))
+    monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
     rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
@@ -175,7 +163,7 @@ def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episod
     pipeline.evaluate_result(run, argparse.Namespace(force=True, until=None), {})
     assert seen == [("round2", None, False)]
     assert pipeline.pass_last(cfg, argparse.Namespace(until="collect")) is None  # --until: the first pass, as asked
-    with pytest.raises(WMError, match="iterate.evaluate_passes must be all or result"):
+    with pytest.raises(WMError, match=r"'iterate.evaluate_passes' must be all \| result, got 'best'"):
         pipeline.main(_main_args(tmp_path / "c", "iterate.evaluate_passes=best"))
     with pytest.raises(WMError, match="evaluate_passes=result evaluates only the pass round control picks"):
         pipeline.main(
@@ -224,33 +212,6 @@ def test_learned_set_reaches_only_the_rounds_after_a_c_that_plays(tmp_path, monk
     assert flags2 == [False] * 5
 
 
-def test_warm_start_learned_starts_each_learned_round_at_the_best_checked_c(tmp_path, monkeypatch):
-    # seed 17's round 4: C trained afresh in a world where round 3's C had learned fell back to a wall (352.7 on the
-    # evaluation seeds); started at round 3's C it played 799.2 (README). Same scores as above: round 2 learns (450
-    # ≥ 2 × 200), so rounds 3 and 4 start at round 2's C, round 5 at round 4's (520, the best check by then)
-    scores = [(170, 1500), (180, 900), (450, 500), (390, 420), (520, 560), (500, 510)]
-    starts: list = []
-    rounds, _, _ = _drive(
-        tmp_path, monkeypatch, scores, "iterate.patience=2", "iterate.warm_start_learned=true", random=200.0, starts=starts
-    )
-    assert rounds == [f"round{k}" for k in range(1, 6)]
-    assert starts == [None, None, 2, 2, 4]
-    off: list = []
-    _drive(tmp_path / "off", monkeypatch, scores, "iterate.patience=2", random=200.0, starts=off)
-    assert off == [None] * 5
-    # a first pass that already plays is the start (pass 0)
-    first: list = []
-    _drive(
-        tmp_path / "first",
-        monkeypatch,
-        [(450, 500), (300, 320)],
-        "iterate.warm_start_learned=true",
-        random=200.0,
-        starts=first,
-    )
-    assert first == [0]
-
-
 def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypatch):
     # each round takes 12 min on a fake clock; budget 35 min: rounds 1 and 2 end at 12 and 24, round 3 would end at
     # 36 > 35 and does not start (a round that merely starts before the budget ran to 36 before)
@@ -261,36 +222,18 @@ def test_no_round_starts_that_would_end_past_the_time_budget(tmp_path, monkeypat
     assert doc["result"]["name"] == "round2"
 
 
-def test_unlearned_minutes_lets_a_run_without_a_playing_c_go_on_past_max_minutes_until_one_plays(
-    tmp_path, monkeypatch, capsys
-):
-    # 12-min rounds, max_minutes 35, random 50 (the target: 100). Three passes below the target; round 3 would end at
-    # 36 > 35, so max_minutes alone stops there and the run's result is a C that does not play (80). With
-    # unlearned_minutes 60 round 3 runs, learns (300), and max_minutes applies again: no round 4 (at 36 min).
-    scores = [(60, 70), (70, 80), (80, 90), (300, 310), (400, 410), (500, 510)]
+def test_max_minutes_stops_a_run_whose_c_does_not_play_yet(tmp_path, monkeypatch, capsys):
+    # 12-min rounds, max_minutes 35, random 50 (the target: 100). Three passes below the target earn more rounds, but
+    # round 3 would end at 36 > 35: the budget stops the run, and its result is a C that does not play (80)
+    scores = [(60, 70), (70, 80), (80, 90), (300, 310)]
     rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.max_minutes=35", round_minutes=12)
     assert rounds == ["round1", "round2"] and doc["result"]["name"] == "round2"
-    sets = ("iterate.max_minutes=35", "iterate.unlearned_minutes=60")
-    rounds, _, doc = _drive(tmp_path / "late", monkeypatch, scores, *sets, round_minutes=12)
-    assert rounds == ["round1", "round2", "round3"] and doc["result"]["name"] == "round3"
-    assert doc["stopped"] == "time budget iterate.max_minutes = 35 spent (36 min)"
-    out = capsys.readouterr().out.splitlines()  # each round's line says which budget it started under
-    assert "minute 12 of iterate.max_minutes = 35;" in next(x for x in out if x.startswith("[round 2/≤5]"))
-    line = [x for x in out if x.startswith("[round 3/≤5]")]
-    assert len(line) == 1 and "below 2 × random's 50.0); minute 24 of iterate.unlearned_minutes = 60; collect" in line[0]
-    # a run that never learns stops at unlearned_minutes: round 4 ends at 48, round 5 would end at 60 > 50
-    low = [(60 + i, 70 + i) for i in range(6)]
-    sets = ("iterate.max_minutes=35", "iterate.unlearned_minutes=50")
-    rounds, _, doc = _drive(tmp_path / "never", monkeypatch, low, *sets, round_minutes=12)
-    assert rounds == ["round1", "round2", "round3", "round4"]
-    assert doc["stopped"] == (
-        "time budget iterate.unlearned_minutes = 50: another round, as long as the last (12 min), would end at 60 min"
+    assert (
+        doc["stopped"]
+        == "time budget iterate.max_minutes = 35: another round, as long as the last (12 min), would end at 36 min"
     )
-    ok = ("iterate.rounds=2", "iterate.check_episodes=10", "iterate.max_minutes=35", "iterate.unlearned_minutes=50")
-    for bad in ("iterate.max_minutes=0", "iterate.max_minutes=50", "iterate.check_episodes=0", "iterate.target_ratio=0"):
-        with pytest.raises(WMError, match=r"^iterate.unlearned_minutes \(50\) lengthens iterate.max_minutes"):
-            pipeline.main(_main_args(tmp_path / "bad", *ok, bad))
-        assert not (tmp_path / "bad").exists()
+    out = capsys.readouterr().out.splitlines()  # each round's line says where the budget stands
+    assert "minute 12 of iterate.max_minutes = 35;" in next(x for x in out if x.startswith("[round 2/≤5]"))
 
 
 def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_clock_reads(tmp_path, monkeypatch, capsys):
@@ -329,7 +272,7 @@ def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_cl
     for bad, msg in (
         (("iterate.clock=work",), r"^iterate.clock: work needs iterate.work's seconds per unit"),
         (("iterate.clock=work", "iterate.work.stage=-1", "iterate.work.dream_step=1"), r"^iterate.clock: work needs"),
-        (("iterate.clock=cpu",), r"^iterate.clock must be wall or work, got 'cpu'$"),
+        (("iterate.clock=cpu",), r"^config key 'iterate.clock' must be wall \| work, got 'cpu'$"),
     ):
         with pytest.raises(WMError, match=msg):
             pipeline.main(_main_args(tmp_path / "bad", *ok, *bad))
@@ -388,41 +331,6 @@ def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_a_tick_records_it(tm
     clock.tick()
     assert json.loads(run.clock_path.read_text())["pass"] == "first pass"
     assert pipeline.RunClock(run, t0=0.0, fresh=True).saved == {}  # --force: a fresh clock
-
-
-def test_redraws_train_c_again_in_the_learned_worlds_after_the_rounds_stop(tmp_path, monkeypatch):
-    # the first pass exploits, round 1 learns (740), round 2 is worse (600): patience 1 stops the rounds. Three
-    # redraws: round 1's world (the best), round 2's, then round 1's again (its redraw, 800, keeps it first); the
-    # best short check is a redraw's (round 3), which becomes the run's result
-    scores = [(165, 1500), (740, 890), (600, 650), (800, 820), (500, 520), (700, 720)]
-    starts: list = []
-    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, "iterate.redraws=3", starts=starts)
-    assert rounds == ["round1", "round2", "round3", "round4", "round5"]
-    assert [s for s in starts if s is not None] == [("redraw", "round1", 1), ("redraw", "round2", 2), ("redraw", "round1", 3)]
-    assert [p["world"] for p in doc["passes"]] == [None, None, None, "round1", "round2", "round1"]
-    assert doc["result"]["name"] == "round3"
-    assert doc["stopped"].endswith("; then 3 redraw(s) (iterate.redraws = 3: all 3 ran)")
-
-
-def test_redraws_stop_at_the_time_budget(tmp_path, monkeypatch):
-    # 12 min a pass (fake clock), budget 35: the rounds stop on patience at 24; a first redraw is taken as half the
-    # last round (6 min: ends by 30) and runs, and took 12: a second would end at 48 and does not start
-    scores = [(165, 1500), (740, 890), (600, 650), (800, 820), (500, 520)]
-    sets = ("iterate.redraws=5", "iterate.max_minutes=35")
-    rounds, _, doc = _drive(tmp_path, monkeypatch, scores, *sets, round_minutes=12)
-    assert rounds == ["round1", "round2", "round3"] and [p["minutes"] for p in doc["passes"]] == [0.0, 12.0, 24.0, 36.0]
-    assert doc["stopped"].endswith(
-        "then 1 redraw(s) (iterate.redraws = 5: time budget: another, about 12 min, would end at 48 min)"
-    )
-
-
-def test_no_round_follows_a_redraw(tmp_path, monkeypatch):
-    # the run stopped after round 1 and took a redraw as round 2; rerun with more patience, round 2 is not a round
-    cfg = _cfg()
-    redraw = C.update(cfg, {"iterate.redraw_of": "round1"})
-    load = lambda self: redraw if self.path.name == "round2" else cfg  # noqa: E731
-    with pytest.raises(WMError, match=r"round2 of .* is a redraw in round1's world .*--after 1\)"):
-        _drive(tmp_path, monkeypatch, [(165, 1500), (740, 890), (600, 650)], load=load)
 
 
 def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
@@ -583,7 +491,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     ran: list[str] = []
     asked: list[tuple[str, str, dict]] = []
 
-    def fake_prepare(base, cfg_, k, explore=None, learned=False, start_from=None):
+    def fake_prepare(base, cfg_, k, explore=None, learned=False):
         child = RunDir(base.path / f"round{k}")
         child.path.mkdir(parents=True, exist_ok=True)
         return child
@@ -866,20 +774,14 @@ def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeyp
 
 def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, monkeypatch):
     """`_check_mean` replays a check when its seeds or the files it played with changed: a gate rerun after the
-    previous pass's C was retrained, a round's M retrained, or (in the dream) a critic's M retrained, must not read
-    the old score (`input_digest`)."""
+    previous pass's C was retrained, or a round's M retrained, must not read the old score (`input_digest`); in the
+    dream, nor when the dream's settings changed."""
     from wm.evaluation import write_results
     from wm.world import input_digest, played_params
 
-    cfg = _cfg("dream.critics=[../critic]")
+    cfg = _cfg()
     run = RunDir(tmp_path / "r")
-    critic = RunDir(tmp_path / "critic")
-    for path, data in (
-        (run.vae_weights, b"V"),
-        (run.mdnrnn_weights, b"M"),
-        (run.params("best"), b"C"),
-        (critic.mdnrnn_weights, b"critic M"),
-    ):
+    for path, data in ((run.vae_weights, b"V"), (run.mdnrnn_weights, b"M"), (run.params("best"), b"C")):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
     other = tmp_path / "prev_best.npz"
@@ -916,24 +818,19 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     legacy.pop("inputs")
     run.eval_summary("rand").write_text(json.dumps(legacy))
     assert mean(run, cfg, "rand", "random", n=4, random=True) == 8.0  # a summary from before the digest: replayed
-    # the dream's critic judges the rewards: a retrained critic replays a dream check, not a real one
     assert mean(run, cfg, "dream", "C, dream", dream=True) == 9.0 and played[-1][0] == "--dream"
     assert mean(run, cfg, "dream", "C, dream", dream=True) == 9.0
-    critic.mdnrnn_weights.write_bytes(b"critic M retrained")
-    assert mean(run, cfg, "dream", "C, dream", dream=True) == 10.0
-    assert mean(run, cfg, "real", "C") == 11.0
-    critic.mdnrnn_weights.write_bytes(b"critic M retrained again")
-    assert mean(run, cfg, "real", "C") == 11.0  # the real game reads no critic
+    assert mean(run, cfg, "real", "C") == 10.0
     # the dream's settings, as the run's config.yaml holds them (what `evaluate` reads; a round's learned_set may
-    # differ from the base run's): a check dreamed at another temperature or dropout is not this one's
+    # differ from the base run's): a check dreamed at another temperature or M's dropout is not this one's
     run.config_path.write_text(cfg.to_yaml())
-    assert mean(run, cfg, "dream", "C, dream", dream=True) == 12.0  # the critic changed since 10
-    run.config_path.write_text(_cfg("dream.critics=[../critic]", "dream.temperature=1.5").to_yaml())
-    assert mean(run, cfg, "dream", "C, dream", dream=True) == 13.0
-    assert mean(run, cfg, "dream", "C, dream", dream=True) == 13.0  # reused: the run's own settings match
-    run.config_path.write_text(_cfg("dream.critics=[../critic]", "dream.temperature=1.5", "dream.dropout=0.2").to_yaml())
-    assert mean(run, cfg, "dream", "C, dream", dream=True) == 14.0
-    assert mean(run, cfg, "real", "C") == 11.0 and len(played) == 14  # the real game reads no dream setting
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 9.0  # the same settings: reused
+    run.config_path.write_text(_cfg("dream.temperature=1.5").to_yaml())
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 11.0
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 11.0  # reused: the run's own settings match
+    run.config_path.write_text(_cfg("dream.temperature=1.5", "mdnrnn.dropout=0.2").to_yaml())
+    assert mean(run, cfg, "dream", "C, dream", dream=True) == 12.0
+    assert mean(run, cfg, "real", "C") == 10.0 and len(played) == 12  # the real game reads no dream setting
 
 
 def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_again(tmp_path, monkeypatch):
@@ -979,14 +876,3 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
     run.params("best").write_bytes(b"C retrained")  # its short check no longer counts: all 100 play
     assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5
     assert (played[-1][0] - base, len(played[-1])) == (0, 100)
-
-
-def test_the_report_names_each_redraws_world(tmp_path, monkeypatch):
-    from wm.stages.report import rounds_section
-
-    scores = [(165, 1500), (740, 890), (600, 650), (800, 820)]
-    _drive(tmp_path, monkeypatch, scores, "iterate.redraws=1")
-    monkeypatch.undo()
-    rows = [line for line in rounds_section(RunDir(tmp_path / "r"), {}) if line.startswith("| [round")]
-    assert rows[2].startswith("| [round3](round3/report.md) (redraw in round1's world) | — | — | 800 |"), rows
-    assert "redraw" not in rows[0] + rows[1]

@@ -7,15 +7,9 @@ unchanged). `prepare_round` sets it up from the previous round (R itself for k =
   `iterate.episodes` new slots played by the previous round's agent (`collect.policy: agent`, with
   `collect.explore` random hold segments), so the data grows by the states each C reaches;
 - `vae/`: V is kept (hard link to the weights + DONE); `series/`: links to the encoded old episodes, so `encode`
-  only encodes the new ones. With `iterate.vae_epochs > 0` (the paper's §5 retrains V too) the round's
-  `train-vae` instead fine-tunes the previous V (`vae.init_from`) for that many epochs on the newest
-  `iterate.vae_episodes` episodes (those the previous C played, `vae.pick: last`), and nothing is linked into
-  `series/`: every episode is re-encoded with the new V, so M's inputs all come from one V. Earlier rounds keep
-  their own V and series (new files replace links by rename, never write through them);
+  only encodes the new ones;
 - M warm-starts from the previous M (`mdnrnn.init_from`) for `iterate.mdnrnn_epochs` epochs on all the data,
-  and CMA-ES runs `iterate.generations` generations, afresh by default, from the previous C
-  (`iterate.warm_start_c`) or, once a C has learned, from the best-checked C so far (`iterate.warm_start_learned`),
-  through `es.init_from`.
+  and CMA-ES runs `iterate.generations` generations afresh (the previous C is the exploit the round removes).
 
 Paths in the round's config are relative (`..`, `../round1`), so the run directory can be moved. Preparing
 is idempotent (only missing links are made) and a round whose stored config differs is refused by
@@ -59,18 +53,12 @@ def evaluates_result_only(cfg: Config) -> bool:
     return str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.check_episodes) > 0
 
 
-def round_config(
-    cfg: Config, k: int, explore: float | None = None, learned: bool = False, start_from: int | None = None
-) -> Config:
+def round_config(cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> Config:
     """The config of round k ≥ 1 from the base run's config (`explore`: this round's exploration share, default
     `iterate.explore`; round control raises it after an exploiting C). `learned`: an earlier pass's C reached round
-    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`. `start_from`: the index
-    of the pass (0 = the first pass, j = round j) whose C CMA-ES starts at (`warm_start_pass`); by default the
-    previous pass's with `iterate.warm_start_c`, else afresh."""
+    control's target (`learned_round`), so `iterate.learned_set` applies over `iterate.set`."""
     it = cfg.iterate
     prev = pass_from_round(k - 1)
-    if start_from is None and it.warm_start_c:
-        start_from = k - 1
     over = {
         "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
         "collect.policy": "agent",
@@ -78,17 +66,9 @@ def round_config(
         "collect.explore": float(it.explore if explore is None else explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
-        "es.init_from": "" if start_from is None else RunDir(pass_from_round(start_from)).params("best").as_posix(),
         "es.generations": int(it.generations),
         "iterate.rounds": 0,  # a round does not iterate itself
     }
-    if int(it.vae_epochs) > 0:
-        over |= {
-            "vae.init_from": RunDir(prev).vae_weights.as_posix(),
-            "vae.epochs": int(it.vae_epochs),
-            "vae.episodes": int(it.vae_episodes),
-            "vae.pick": "last",
-        }
     if cfg.mdnrnn.batching == "streams":
         over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
     else:
@@ -122,77 +102,20 @@ def _link_all(src: Path, dst: Path, files: list[Path]) -> int:
     return n
 
 
-def prepare_round(
-    base: RunDir,
-    cfg: Config,
-    k: int,
-    explore: float | None = None,
-    learned: bool = False,
-    start_from: int | None = None,
-) -> RunDir:
+def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> RunDir:
     """Create or check round k of `base` (see the module docstring and `round_config`); returns its RunDir."""
     prev = previous_pass(base, k)
     for verb in (s.verb for s in stages_with_role("data", "world", "controller")):
         if not prev.is_done(verb):
             raise WMError(f"round {k} needs a finished {verb} in {prev.path} ({prev.stage_dir(verb)}/DONE missing)")
     child = round_dir(base, k)
-    child.bind_config(round_config(cfg, k, explore, learned, start_from))
+    child.bind_config(round_config(cfg, k, explore, learned))
     _link_all(prev.episodes_dir, child.episodes_dir, list_episodes(prev.episodes_dir))
-    if int(cfg.iterate.vae_epochs) > 0:  # the round trains its own V and encodes everything with it
-        return child
     _link_all(prev.series_dir, child.series_dir, list_episodes(prev.series_dir))
     _link_all(prev.vae_weights.parent, child.vae_weights.parent, [prev.vae_weights])
     if not child.is_done("train-vae"):
         child.mark_done("train-vae", {**prev.done_info("train-vae"), "linked_from": str(prev.path)})
     return child
-
-
-def redraw_config(src_cfg: Config, r: int, world: str) -> Config:
-    """The config of redraw r ≥ 1 (`iterate.redraws`) in pass `world`'s world: that pass's own config with other
-    CMA-ES seeds, es.seed + 100·r (clear of `es.draws`' es.seed + k), and `iterate.redraw_of` naming the world."""
-    over = {"es.seed": int(src_cfg.es.seed) + 100 * r, "iterate.rounds": 0, "iterate.redraw_of": world}
-    return C.update(src_cfg, over, source="iterate.redraws")
-
-
-def prepare_redraw(base: RunDir, k: int, world: RunDir, name: str, r: int) -> RunDir:
-    """Create or check round k of `base` as redraw r of pass `name`'s world (`world`, its directory): every file of
-    its data and world stages (episodes, V, series, M) hard-linked and those stages marked DONE (`linked_from`), so
-    only C is trained, and evaluated, in the round. Its config is `redraw_config` of the world's own."""
-    src_cfg = world.load_config()
-    if src_cfg is None:
-        raise WMError(f"redraw of {name}: {world.path} has no config.yaml")
-    verbs = [s.verb for s in stages_with_role("data", "world")]
-    for verb in verbs:
-        if not world.is_done(verb):
-            raise WMError(f"a redraw of {name} needs its finished {verb} ({world.stage_dir(verb)}/DONE missing)")
-    child = round_dir(base, k)
-    child.bind_config(redraw_config(src_cfg, r, name))
-    for verb in verbs:
-        src = world.stage_dir(verb)
-        files = [f for f in sorted(src.iterdir()) if f.is_file() and f.name != "DONE" and not f.name.startswith(".tmp-")]
-        _link_all(src, child.stage_dir(verb), files)
-        if not child.is_done(verb):
-            child.mark_done(verb, {**world.done_info(verb), "linked_from": str(world.path)})
-    return child
-
-
-def redraw_world(history: list[PassCheck], cfg: Config, random: float, r: int) -> int | None:
-    """The pass whose world redraw r ≥ 1 trains C in (its index in `history`; None: no learned world). The worlds
-    are those of the passes whose real check reached `target_ratio` × random and whose C does not exploit its
-    dream, each under its own pass (a redraw's world is its `world`), ranked by the best check any C of theirs
-    played; redraws take them in turn, the best first."""
-    it = cfg.iterate
-    target = target_score(cfg, random)
-    best: dict[str, tuple[float, int]] = {}  # world name -> (its best check, the index of its own pass)
-    own = {h.name: i for i, h in enumerate(history)}
-    for h in history:
-        if (target > 0 and h.real < target) or h.exploits(float(it.exploit_ratio)):
-            continue
-        w = h.world or h.name
-        if w in own:
-            best[w] = max(best.get(w, (h.real, own[w])), (h.real, own[w]))
-    ranked = sorted(best.values(), key=lambda v: (-v[0], v[1]))
-    return ranked[(r - 1) % len(ranked)][1] if ranked else None
 
 
 # ---------------------------------------------------------------- round control (issue 22)
@@ -208,7 +131,6 @@ class PassCheck:
     dream: float
     final: float | None = None  # mean real score of the final check (`iterate.final_check`), when it played one
     final_episodes: int | None = None  # the episodes `final` is the mean of (final_check, + final_more for the best two)
-    world: str | None = None  # a redraw's (`iterate.redraws`): the pass whose data, V and M it trained C with
 
     def exploits(self, ratio: float) -> bool:
         """The dream rates C far above the game: C found a state M gets wrong (the wall, README)."""
@@ -265,7 +187,7 @@ def stop_reason(
 ) -> str | None:
     """Why no further round starts after the passes in `history` (None: run round len(history)).
 
-    Budgets first (`rounds`; `time_budget`'s minutes: a round that would end past them, taking as long as the last
+    Budgets first (`rounds`; `iterate.max_minutes`: a round that would end past them, taking as long as the last
     round took, `round_minutes`, does not start); then a C that exploits its dream, or a best C still below
     `target_ratio` × the random policy's score on the check seeds (`random`), always earns another round; otherwise
     the rounds stop after `patience` rounds without a better real check score."""
@@ -273,13 +195,13 @@ def stop_reason(
     done = len(history) - 1  # rounds after the first pass
     if done >= int(it.rounds):
         return f"iterate.rounds = {it.rounds} reached"
-    key, budget = time_budget(history, cfg, random)
+    budget = float(it.max_minutes)
     unit = f"{clock_prefix(cfg)}min"
     if budget > 0 and minutes >= budget:
-        return f"time budget iterate.{key} = {budget:g} spent ({minutes:.0f} {unit})"
+        return f"time budget iterate.max_minutes = {budget:g} spent ({minutes:.0f} {unit})"
     if budget > 0 and minutes + round_minutes > budget:
         return (
-            f"time budget iterate.{key} = {budget:g}: another round, as long as the last "
+            f"time budget iterate.max_minutes = {budget:g}: another round, as long as the last "
             f"({round_minutes:.0f} {unit}), would end at {minutes + round_minutes:.0f} {unit}"
         )
     if history[-1].exploits(float(it.exploit_ratio)):
@@ -295,19 +217,6 @@ def stop_reason(
 def clock_prefix(cfg: Config) -> str:
     """What the time budget's minutes are, for its messages: "" (the wall clock's) or "work " (`iterate.clock: work`)."""
     return "work " if str(cfg.iterate.clock) == "work" else ""
-
-
-def time_budget(history: list[PassCheck], cfg: Config, random: float) -> tuple[str, float]:
-    """The minutes no round may end past, and the setting they come from: `iterate.max_minutes`, or, while no pass's C
-    has reached `target_ratio` × random, `iterate.unlearned_minutes` when it is the larger. A seed that has not learned
-    by `max_minutes` has no result worth the name, and on a slower machine the same seed reaches fewer rounds in the
-    same minutes (seed 13 learned in round 7, at minute 46 of 85 on a fast one; README). 0: no budget."""
-    it = cfg.iterate
-    budget = float(it.max_minutes)
-    late = float(it.unlearned_minutes)
-    if budget > 0 and late > budget and below_target(history, cfg, random):
-        return "unlearned_minutes", late
-    return "max_minutes", budget
 
 
 def target_score(cfg: Config, random: float) -> float:
@@ -326,16 +235,6 @@ def learned_round(history: list[PassCheck], cfg: Config, random: float) -> bool:
     """Some pass's C has reached `iterate.target_ratio` × the random policy on the check seeds: the run has a C that
     plays the game, and the rounds after it take `iterate.learned_set` (e.g. a finer dream once C dodges)."""
     return target_score(cfg, random) > 0 and not below_target(history, cfg, random)
-
-
-def warm_start_pass(history: list[PassCheck], cfg: Config, random: float) -> int | None:
-    """`iterate.warm_start_learned`: once some pass's C has learned (`learned_round`), the next round's CMA-ES starts
-    at the best-checked C so far: that pass's index (`best_pass`); None (afresh, or `iterate.warm_start_c`) before
-    that or with the option off. A C trained afresh in a learned world can fall back to the wall where a twin drawn
-    with another seed learns (README)."""
-    if not cfg.iterate.warm_start_learned or not learned_round(history, cfg, random):
-        return None
-    return best_pass(history)
 
 
 def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> float:

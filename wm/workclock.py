@@ -10,7 +10,7 @@ the reference machine (`bench/work_clock.py --fit` fits them from a finished run
 function of the files: a killed and resumed run, a replay, or the same seed on a faster or slower machine (or a GPU)
 counts the same minutes and runs the same rounds.
 
-What a pass did, by stage (a stage marked DONE with `linked_from`, a round's V or a redraw's data and M, did no work):
+What a pass did, by stage (a stage marked DONE with `linked_from`, a round's V, did no work):
 - collect: the frames it added to the previous pass's episodes (`agent_frame` when C played them, else
   `collect_frame`);
 - train-vae: steps × batch (`vae_sample`); encode: the frames it wrote (`encode_frame`);
@@ -78,7 +78,7 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
         add("train-vae", "vae_sample", float(info.get("steps", 0)) * int(cfg.vae.batch_size))
     if (info := _done(where, "encode")) is not None:
         everything = int(info.get("written", 0)) >= int(info.get("episodes", 0)) > 0
-        add("encode", "encode_frame", (total if everything else frames) * (2 if info.get("mirror") else 1))
+        add("encode", "encode_frame", total if everything else frames)
     if (info := _done(where, "train-mdnrnn")) is not None:
         m = cfg.mdnrnn
         add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * int(m.batch_size) * int(m.seq_len))

@@ -37,16 +37,12 @@ from wm.iterate import (
     gate_verdict,
     learned_round,
     next_explore,
-    prepare_redraw,
     prepare_round,
     previous_pass,
-    redraw_world,
     result_index,
     round_config,
     round_dir,
     stop_reason,
-    time_budget,
-    warm_start_pass,
 )
 from wm.metrics import last_record
 from wm.registry import STAGES, stage
@@ -235,7 +231,7 @@ def _check_mean(
     """Mean of `evaluate` on the check seeds (`n` of them, default `iterate.check_episodes`, after the first `skip`)
     under `--tag <tag>`: C of `params` (default `evaluate.params`) or the random policy, in the real game or the dream.
     Reused when already there for these seeds and played with the same files (`input_digest`: V, M, C, the dream's
-    other Ms and settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
+    settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
     final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
     mean is over all."""
     from wm.world import input_digest, played_params
@@ -274,7 +270,7 @@ def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
     seeds in its own dream (`eval/check`, `eval/check-dream`)."""
     real = _check_mean(where, cfg, "check", f"{name}: C, real")
     dream = _check_mean(where, cfg, "check-dream", f"{name}: C, dream", dream=True)
-    return PassCheck(name, str(where.path), real, dream, world=str(cfg.iterate.redraw_of) or None)
+    return PassCheck(name, str(where.path), real, dream)
 
 
 def random_check(run: RunDir, cfg: Config) -> float:
@@ -319,12 +315,11 @@ def _run_round(
     args: argparse.Namespace,
     timings: dict[str, float],
     learned: bool = False,
-    start_from: int | None = None,
     tick: Callable[[], None] | None = None,
 ) -> RunDir:
-    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies; `start_from`: the pass whose C
-    CMA-ES starts at) and run its stages, the dream gate just before its C's training (`tick`: `_run_stages`')."""
-    child = prepare_round(run, cfg, k, explore, learned=learned, start_from=start_from)
+    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies) and run its stages, the dream
+    gate just before its C's training (`tick`: `_run_stages`')."""
+    child = prepare_round(run, cfg, k, explore, learned=learned)
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
@@ -482,19 +477,12 @@ def _run_rounds(
         why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
         if not why and below_target(history, cfg, random):
             why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
-        if (there := round_dir(run, k).load_config()) is not None and str(there.iterate.redraw_of):
-            raise WMError(
-                f"round{k} of {run.path} is a redraw in {there.iterate.redraw_of}'s world (iterate.redraws): no round "
-                f"can follow the redraws; branch the run before it (bench/branch_run.py --after {k - 1})"
-            )
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
-        start = warm_start_pass(history, cfg, random)
-        key, budget = time_budget(history, cfg, random)
-        spent = f"{clock_prefix(cfg)}minute {clock.budget():.0f} of iterate.{key} = {budget:g}; " if budget > 0 else ""
+        budget = float(cfg.iterate.max_minutes)
+        spent = f"{clock_prefix(cfg)}minute {clock.budget():.0f} of iterate.max_minutes = {budget:g}; " if budget > 0 else ""
         print(
             f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; {spent}"
             f"collect with exploration {explore:g}, fine-tune M, retrain C"
-            + ("" if start is None else f" from {history[start].name}'s C")
             + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
             flush=True,
         )
@@ -503,11 +491,9 @@ def _run_rounds(
             history,
             rounds,
             round_dir(run, k).path.name,
-            partial(_run_round, run, cfg, k, explore, args, timings, learned, start, clock.tick),
+            partial(_run_round, run, cfg, k, explore, args, timings, learned, clock.tick),
         )
     print(f"[rounds] stopped: {reason}", flush=True)
-    if int(cfg.iterate.redraws) > 0:
-        reason += "; " + _run_redraws(run, cfg, args, timings, history, clock, random, last_round, rounds)
     earlier = clock.spent_after([h.name for h in history])
     history = final_check(history, cfg, random)
     doc = write_rounds(run, cfg, history, reason, random, clock.minutes() + earlier, at, clock.work)
@@ -519,27 +505,10 @@ def _run_rounds(
     return rounds
 
 
-def _redraw_round(
-    run: RunDir,
-    k: int,
-    world: PassCheck,
-    r: int,
-    args: argparse.Namespace,
-    timings: dict[str, float],
-    tick: Callable[[], None],
-    last: str | None = None,
-) -> RunDir:
-    """Prepare round k of `run` as redraw r in pass `world`'s world and run its stages (only C's are not DONE) up to
-    `last` (`pass_last`)."""
-    child = prepare_redraw(run, k, RunDir(world.path), world.name, r)
-    _run_stages(child, child.load_config(), args, timings, f"[round {k}] ", tick=tick, last=last)
-    return child
-
-
 def _run_pass(
     clock: RunClock, history: list[PassCheck], rounds: list[RunDir], name: str, build: Callable[[], RunDir]
 ) -> float:
-    """Pass `name` after the last one checked, a round or a redraw: the clock enters it, `build()` prepares it and runs
+    """Round `name` after the last pass checked: the clock enters it, `build()` prepares it and runs
     its stages, its check is appended to `history` and recorded on the clock. Returns its length in the run's minutes
     (from its predecessor's check to its own)."""
     prev = history[-1].name
@@ -550,48 +519,6 @@ def _run_pass(
     history.append(check_pass(child, child.load_config(), name))
     clock.checked(name, child, RunDir(history[-2].path))
     return clock.budget_at(name) - clock.budget_at(prev)
-
-
-def _run_redraws(
-    run: RunDir,
-    cfg: Config,
-    args: argparse.Namespace,
-    timings: dict[str, float],
-    history: list[PassCheck],
-    clock: RunClock,
-    random: float,
-    last_round: float,
-    rounds: list[RunDir],
-) -> str:
-    """`iterate.redraws`: after the rounds stop, while the time budget allows, C is trained again with other CMA-ES
-    seeds in the learned worlds (`redraw_world`), each redraw a round of its own (`prepare_redraw`: only C is trained
-    and evaluated there) checked like the others; appends to `history` and `rounds`, returns what it did for
-    rounds.json's `stopped`. A rerun replays the same redraws (the rounds stop where they stopped, the same checks
-    pick the same worlds) and skips what they finished."""
-    n, budget = int(cfg.iterate.redraws), float(cfg.iterate.max_minutes)
-    est = last_round / 2  # C and its checks without collect, encode and M: about half a round, until one has run
-    done, why = 0, f"all {n} ran"
-    for r in range(1, n + 1):
-        j = redraw_world(history, cfg, random, r)
-        if j is None:
-            why = "no learned world to redraw in"
-            break
-        if budget > 0 and clock.budget() + est > budget:
-            why = f"time budget: another, about {est:.0f} min, would end at {clock.budget() + est:.0f} min"
-            break
-        k, world = len(history), history[j]
-        name = round_dir(run, k).path.name
-        print(f"[redraw {r}/≤{n}] {name}: C trained again in {world.name}'s world (es.seed + {100 * r})", flush=True)
-        est = _run_pass(
-            clock,
-            history,
-            rounds,
-            name,
-            partial(_redraw_round, run, k, world, r, args, timings, clock.tick, pass_last(cfg, args)),
-        )
-        done += 1
-    print(f"[redraws] {done} redraw(s): {why}", flush=True)
-    return f"then {done} redraw(s) (iterate.redraws = {n}: {why})"
 
 
 def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[PassCheck]:
@@ -631,27 +558,13 @@ def main(args: argparse.Namespace) -> int:
     if int(cfg.iterate.rounds) > 0 and not args.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
         check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
-    after_learning = {"learned_set": "[]", "warm_start_learned": "false"}  # round control's options once C plays
-    on = [k for k in after_learning if cfg.iterate[k]]
-    # round control with a target: what tells a pass that plays from one that does not (learned_set, unlearned_minutes)
+    # round control with a target: what tells a pass that plays from one that does not (learned_set)
     targeted = int(cfg.iterate.check_episodes) > 0 and float(cfg.iterate.target_ratio) > 0
-    if on and not targeted:
+    if cfg.iterate.learned_set and not targeted:
         raise WMError(
-            f"iterate.{on[0]} applies after a pass whose real check reaches iterate.target_ratio × random: "
+            "iterate.learned_set applies after a pass whose real check reaches iterate.target_ratio × random: "
             "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
-            f"or set 'iterate.{on[0]}={after_learning[on[0]]}'"
-        )
-    if int(cfg.iterate.redraws) > 0 and int(cfg.iterate.check_episodes) <= 0:
-        raise WMError(
-            "iterate.redraws trains C again in the worlds round control found learned: it needs "
-            "iterate.check_episodes > 0, or set 'iterate.redraws=0'"
-        )
-    late, budget = float(cfg.iterate.unlearned_minutes), float(cfg.iterate.max_minutes)
-    if late > 0 and not (targeted and 0 < budget < late):
-        raise WMError(
-            f"iterate.unlearned_minutes ({late:g}) lengthens iterate.max_minutes ({budget:g}) while no pass's real check "
-            "has reached iterate.target_ratio × random: it needs round control (iterate.check_episodes > 0, "
-            "target_ratio > 0) and 0 < max_minutes < unlearned_minutes, or set 'iterate.unlearned_minutes=0'"
+            "or set 'iterate.learned_set=[]'"
         )
     if (clk := str(cfg.iterate.clock)) not in ("wall", "work"):
         raise WMError(f"iterate.clock must be wall or work, got {clk!r}")

@@ -159,8 +159,6 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             duration(spent),
         ]
         name = "first pass" if not k else f"[round{k}]({_rel(run, where.path)}/report.md)"
-        if c is not None and c.get("world"):
-            name += f" (redraw in {c['world']}'s world)"
         mark = "**the run's result**" if where.path == result else ""
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {mark} |")
     cfg = run.load_config()
@@ -185,8 +183,8 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
 
 def checks_section(run: RunDir, cfg: Any) -> list[str]:
     """C's kept checks (`controller/checks/`): each check's score in C's own fitness (the dream or the game) beside
-    its real score once `es.pick_real` played it (→ the mean over twice as many for `es.pick_top`'s best), the draw
-    it belongs to, and the check `best.npz` holds: the dream-trained C's real learning curve."""
+    its real score once `es.pick_real` played it, the draw it belongs to, and the check `best.npz` holds: the
+    dream-trained C's real learning curve."""
     import numpy as np
 
     checks = [c for _, c in run.checks()]
@@ -199,8 +197,6 @@ def checks_section(run: RunDir, cfg: Any) -> list[str]:
     rows, picked = [], 0
     for z in checks:
         real = f"{float(z['real']):.1f} ± {float(z['real_std']):.1f}" if "real" in z else "—"
-        if "real_top" in z:  # es.pick_top: played again on other seeds, the mean over both rounds
-            real += f" → {float(z['real_top']):.1f} ± {float(z['real_top_std']):.1f} ({int(z['real_top_episodes'])})"
         mark = " ← best.npz" if best is not None and np.array_equal(z["params"], best) else ""
         rows.append(f"| {int(z['generation'])} | {int(z.get('draw', 0))} | {float(z['score']):.1f} | {real}{mark} |")
         picked = picked or (int(z["real_episodes"]) if "real" in z else 0)
