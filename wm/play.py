@@ -31,23 +31,15 @@ from typing import Any
 
 import numpy as np
 
+from wm.envs.family import family
 from wm.errors import WMError
 
-KEYS = {"doom_takecover": ("left", "right"), "carracing": ("left", "right", "up", "down")}  # the envs keys can drive
 SCALE = 4  # a 64×64 frame is drawn 256×256
 
 
-def key_action(env_name: str, keys: set[str] | frozenset[str]) -> np.ndarray:
-    """The controller-space action (what C would output, tanh range) of the keys held.
-
-    Doom: left → −1, right → +1, both or neither → 0 (the env's left / right / nothing at ±1/3).
-    CarRacing: steer −1 / +1 / 0; gas 1 on `up` (else none: −1 → gas 0); brake 0.8 on `down` (else 0).
-    """
-    keys = set(keys)
-    if env_name == "carracing":
-        steer = float("right" in keys) - float("left" in keys)
-        return np.array([steer, 1.0 if "up" in keys else -1.0, 0.8 if "down" in keys else 0.0], np.float32)
-    return np.array([float("right" in keys) - float("left" in keys)], np.float32)
+def key_action(env: str, keys: set[str] | frozenset[str]) -> np.ndarray:
+    """The controller-space action of the keys held, by the env's record (`wm.envs.family`)."""
+    return family(env).key_action(set(keys))
 
 
 @dataclass
@@ -100,7 +92,7 @@ class PlaySession:
     C's (`agent`). `reset()` and `step(keys)` return a `Frame`."""
 
     def __init__(self, cfg, run, real: bool = False, agent: bool = False, temperature: float | None = None, seed: int = 0):
-        if not agent and str(cfg.env.name) not in KEYS:
+        if not agent and not family(cfg).keys:
             raise WMError(
                 f"no keyboard mapping for {cfg.env.name}'s actions (keys drive DoomTakeCover and CarRacing): "
                 "watch C play with --agent (w in the TUI)"
@@ -271,7 +263,7 @@ def serve(session: PlaySession, stdin=None, stdout=None) -> int:
         stdout.write(json.dumps(obj) + "\n")
         stdout.flush()
 
-    keys = KEYS.get(session.env_name, ())  # none for an env only C can drive (--agent)
+    keys = family(session.env_name).keys  # none for an env only C can drive (--agent)
     send({"ready": True, "env": session.env_name, "mode": "real" if session.real else "dream", "keys": list(keys)})
     for line in stdin:
         if not line.strip():

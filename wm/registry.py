@@ -263,6 +263,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("results", "wm.results", "gather several runs (seeds) into one Markdown table and JSON, with bootstrap CIs"),
     Tool("play", "wm.play", "drive in M's dream (or the real game) with the keyboard, or watch C: a pygame window", tf=True),
     Tool("export", "wm.export", "write a run's trained agent (V, M, C, dream starts) as a small run dir, float16 weights"),
+    Tool("tui", "wm.tui.__main__", "the terminal UI over a run directory or a folder of runs (Textual)"),
 )
 
 # The order of `python -m wm --help`: status first, the stages in pipeline order, then the other tools.

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from wm.envs.family import family
 from wm.errors import WMError
 
 
@@ -72,6 +73,6 @@ def check_budget(cfg: Any) -> None:
     ]
     if on and cfg.es.fitness != "real":
         raise WMError(f"{on[0]} applies to es.fitness: real only (fitness is {cfg.es.fitness!r})")
-    if int(cfg.es.no_progress_steps) > 0 and cfg.env.name != "carracing":
+    if int(cfg.es.no_progress_steps) > 0 and not family(cfg).track_tiles:
         raise WMError(f"es.no_progress_steps counts CarRacing's track tiles; env.name is {cfg.env.name!r}")
     Curriculum.from_config(cfg)
