@@ -1,9 +1,8 @@
 """The work clock (`iterate.clock: work`, wm.workclock): a pass's work read from its run directory, unit by unit,
-against figures computed by hand from the files written here; the preset's prices; the bench's fit."""
+against figures computed by hand from the files written here; the preset's prices."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,8 +11,6 @@ import pytest
 from wm import config as C
 from wm.rundir import RunDir, atomic_write_json
 from wm.workclock import UNITS, WorkLedger, pass_units, seconds, stage_units
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _pass(path: Path, cfg: C.Config, frames: int, written: int, episodes: int, vae_linked: bool) -> RunDir:
@@ -99,20 +96,3 @@ def test_the_doom_small_preset_counts_work_minutes_at_the_reference_machine_s_pr
         "real_step": 0.00106,
     }
     assert C.load(["doom_takecover", "tiny"], []).iterate.clock == "wall"
-
-
-def test_the_bench_fits_known_prices_back_without_negative_ones():
-    spec = importlib.util.spec_from_file_location("work_clock_bench", ROOT / "bench" / "work_clock.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    true = {**dict.fromkeys(UNITS, 0.0), "stage": 12.0, "agent_frame": 0.0017, "dream_step": 1.3e-5}
-    rows = []
-    for frames, steps in ((40e3, 7e6), (80e3, 4e6), (110e3, 6e6), (45e3, 5e6)):
-        u = {**dict.fromkeys(UNITS, 0.0), "stage": 2.0, "agent_frame": frames, "dream_step": steps}
-        rows.append((u, seconds(u, true)))
-    # a unit whose least-squares price would come out negative (it only adds noise here) is priced 0
-    noise = {**dict.fromkeys(UNITS, 0.0), "stage": 1.0, "real_step": 1000.0}
-    rows.append((noise, 11.0))
-    got = bench.fit(rows)
-    assert all(v >= 0 for v in got.values()) and got["real_step"] == 0.0
-    assert got["agent_frame"] == pytest.approx(0.0017, rel=0.02) and got["dream_step"] == pytest.approx(1.3e-5, rel=0.05)

@@ -6,9 +6,9 @@ seed's rounds depend on the machine: this project's 2-core machines ran the same
 33.2 min, so a seed that learns in its sixth round on one may stop unlearned on the other (issue 22, README). The
 work clock reads what each pass did from its run directory (frames collected and encoded, V's and M's training
 samples, dreamed and real steps, the stages it ran) and prices each unit at `iterate.work`'s seconds, measured on
-the reference machine (`bench/work_clock.py --fit` fits them from a finished run's stage timings). It is a pure
-function of the files: a killed and resumed run, a replay, or the same seed on a faster or slower machine (or a GPU)
-counts the same minutes and runs the same rounds.
+the reference machine (fitted from a finished run's stage timings). It is a pure function of the files: a killed and
+resumed run, a replay, or the same seed on a faster or slower machine (or a GPU) counts the same minutes and runs the
+same rounds.
 
 What a pass did, by stage (a stage marked DONE with `linked_from`, a round's V, did no work):
 - collect: the frames it added to the previous pass's episodes (`agent_frame` when C played them, else
@@ -44,8 +44,8 @@ def rates(cfg: Config) -> dict[str, float]:
     r = {k: float(cfg.iterate.work[k]) for k in UNITS}
     if any(v < 0 for v in r.values()) or not any(v > 0 for v in r.values()):
         raise WMError(
-            "iterate.clock: work needs iterate.work's seconds per unit on the reference machine (each ≥ 0, some > 0; "
-            "bench/work_clock.py --fit measures them), or iterate.clock: wall"
+            "iterate.clock: work needs iterate.work's seconds per unit on the reference machine (each ≥ 0, some > 0), "
+            "or iterate.clock: wall"
         )
     return r
 
