@@ -5,24 +5,26 @@ What the wrapper adds to pycma, each item from §7 or §10:
   passed `-R - wd · mean(θ²)` (a reward for large weights, §10.5); here the penalty has the correct sign;
 - the training seeds: one seed per member with **antithetic pairs** (members i and i + pop/2 share a seed, so
   they face the same tracks/dreams, §7), each member seed expanded to `trials` episode seeds;
-- the whole state (the pycma object, the NumPy global RNG that pycma samples from, the seed RNG) pickles, so a
-  run resumed from `es_state.pkl` asks exactly the populations the uninterrupted run would have asked.
+- the whole state (pycma's object, the generator it samples from, the NumPy global RNG state, the seed RNG) is
+  plain values and arrays (`state_dict`, `wm.es.state`, no pickle), so a run resumed from `es_state.npz` asks
+  exactly the populations the uninterrupted run would have asked.
 
-pycma draws its samples through option `randn`; we give it a picklable generator of its own (`_Randn`). A few
-pycma paths still touch `np.random`, so a private copy of that global state is also swapped in around every
-call: nothing else in the process perturbs CMA-ES and CMA-ES perturbs nothing else.
+pycma draws its samples through option `randn`; we give it a generator of its own (`_Randn`). A few pycma paths
+still touch `np.random`, so a private copy of that global state is also swapped in around every call: nothing
+else in the process perturbs CMA-ES and CMA-ES perturbs nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
-import pickle
+import json
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from wm.es import state as es_state
 from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 
@@ -69,11 +71,11 @@ def episode_seeds(seeds: np.ndarray, trials: int) -> np.ndarray:
 
 
 class _Randn:
-    """A picklable `randn(*shape)` for pycma's `randn` option, drawing from its own generator.
+    """A `randn(*shape)` for pycma's `randn` option, drawing from its own generator.
 
-    pycma's default (`np.random.randn`) is a bound method of NumPy's global RandomState; pickling it pickles a
-    *copy* of that state, so a restored optimiser would sample from a private stream while the live one samples
-    from the global one. With this object the stream lives in the optimiser and pickles with it.
+    pycma's default (`np.random.randn`) is a bound method of NumPy's global RandomState, shared with everything
+    else in the process. With this object the stream belongs to the optimiser, and its state (`rng`) is what the
+    checkpoint stores. (The name and the `rng` attribute are also what older pickled checkpoints hold.)
     """
 
     def __init__(self, seed: int):
@@ -107,6 +109,8 @@ class CMAES:
             import cma
 
         self.n, self.popsize, self.weight_decay, self.antithetic = int(n), int(popsize), float(weight_decay), bool(antithetic)
+        self.sigma0, self.diagonal = float(sigma0), bool(diagonal)
+        self._randn = _Randn(seed)
         x0 = np.zeros(self.n) if x0 is None else np.asarray(x0, dtype=np.float64)
         outer = np.random.get_state()
         try:
@@ -117,7 +121,7 @@ class CMAES:
                     float(sigma0),
                     {
                         "popsize": self.popsize,
-                        "randn": _Randn(seed),  # also keeps pycma from seeding the global RNG with the time
+                        "randn": self._randn,  # also keeps pycma from seeding the global RNG with the time
                         "verbose": -9,
                         "verb_log": 0,
                         "verb_disp": 0,  # no console output, no outcmaes/ files
@@ -183,26 +187,87 @@ class CMAES:
         return float(np.mean(self.es.result.stds))
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue identically (pickled pycma object and both RNG states)."""
+        """Everything needed to continue identically, as plain values and arrays (`wm.es.state`): pycma's object
+        graph (`dump_object`), the state of its generator, of the NumPy global RNG it sees, of the seed RNG, and
+        pycma's options (not stored in the graph: `from_state` builds them again and checks they are these)."""
+        if self._asked is not None:
+            raise RuntimeError("state_dict() between ask() and tell(): a checkpoint holds a told generation")
         return {
-            "es": pickle.dumps(self.es),
-            "np_state": self._np_state,
-            "seed_rng": self._seed_rng.bit_generator.state,
+            "algorithm": "cma",
             "n": self.n,
             "popsize": self.popsize,
+            "sigma0": self.sigma0,
+            "diagonal": self.diagonal,
             "weight_decay": self.weight_decay,
             "antithetic": self.antithetic,
+            "options": _plain_options(self.es),
+            "es": es_state.dump_object(self.es),
+            "randn": self._randn.rng.bit_generator.state,
+            "np_state": (self._np_state[0], self._np_state[1].copy(), *self._np_state[2:]),
+            "seed_rng": self._seed_rng.bit_generator.state,
         }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> CMAES:
-        """Rebuild a wrapper from `state_dict()`."""
+        """Rebuild a wrapper from `state_dict()`: a CMA-ES constructed afresh with the same settings, pycma's stored
+        attributes written onto it (`load_object`), the generators set; `StateError` when they do not fit."""
+        try:
+            self = cls(
+                int(state["n"]),
+                int(state["popsize"]),
+                float(state["sigma0"]),
+                float(state["weight_decay"]),
+                antithetic=bool(state["antithetic"]),
+                diagonal=bool(state["diagonal"]),
+            )
+            if json.dumps(state["options"], sort_keys=True) != json.dumps(_plain_options(self.es), sort_keys=True):
+                raise es_state.StateError("pycma's options differ from this code's (another pycma version?)")
+            es_state.load_object(state["es"], self.es)
+            if self.es.countiter and not hasattr(self.es, "timer"):  # wall-clock time, not stored (`SKIP`): anew
+                from cma.utilities.utils import ElapsedWCTime
+
+                self.es.timer = ElapsedWCTime()
+            self._randn.rng = es_state.generator(state["randn"], "randn")
+            self._seed_rng = es_state.generator(state["seed_rng"], "seed_rng")
+            np_state = state["np_state"]
+            outer = np.random.get_state()
+            try:
+                np.random.set_state(np_state)  # checks it
+            finally:
+                np.random.set_state(outer)
+            self._np_state = np_state
+        except es_state.StateError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise es_state.StateError(f"a CMA-ES state that does not fit ({type(e).__name__}: {e})") from None
+        return self
+
+    @classmethod
+    def from_pycma(cls, es: Any, np_state: Any, seed_rng: dict[str, Any], weight_decay: float, antithetic: bool) -> CMAES:
+        """A wrapper around an existing pycma object: an older, pickled checkpoint's, converted (`--trust-pickle`)."""
         self = cls.__new__(cls)
-        self.n, self.popsize = state["n"], state["popsize"]
-        self.weight_decay, self.antithetic = state["weight_decay"], state["antithetic"]
-        self.es = pickle.loads(state["es"])
-        self._np_state = state["np_state"]
-        self._seed_rng = np.random.default_rng()
-        self._seed_rng.bit_generator.state = state["seed_rng"]
+        self.es, self._randn = es, es.opts["randn"]
+        if not isinstance(self._randn, _Randn):
+            raise es_state.StateError("a pycma object that does not sample from this code's generator")
+        self.n, self.popsize = int(es.N), int(es.sp.popsize)
+        self.sigma0, self.diagonal = float(es.sigma0), es.opts["CMA_diagonal"] is True
+        self.weight_decay, self.antithetic = float(weight_decay), bool(antithetic)
+        self._np_state = np_state
+        self._seed_rng = es_state.generator(seed_rng, "seed_rng")
         self._asked = self._seeds = None
         return self
+
+
+def _plain_options(es: Any) -> dict[str, Any]:
+    """pycma's options that are plain values (its functions, classes and our generator left out), as JSON values."""
+
+    def plain(v: Any) -> bool:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return True
+        if isinstance(v, (list, tuple)):
+            return all(plain(x) for x in v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and plain(x) for k, x in v.items())
+        return False
+
+    return json.loads(json.dumps({k: v for k, v in es.opts.items() if plain(v)}, sort_keys=True))

@@ -21,18 +21,18 @@ dozen lines each), so these are small implementations of the published update ru
 
 Every class has CMAES's methods and properties (`ask`, `seeds`, `tell`, `mean`, `sigma`, `state_dict`,
 `from_state`): the fitness it maximises is `R − wd · mean(θ²)` (`penalized_fitness`), NaN members (lost tasks)
-rank with the worst, and the whole object pickles (NumPy generators included) so a resumed run asks exactly the
-populations an uninterrupted one would.
+rank with the worst, and the whole state is plain values and arrays (the generators' states included, `wm.es.state`)
+so a resumed run asks exactly the populations an uninterrupted one would.
 """
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import numpy as np
 
 from wm.errors import WMError
+from wm.es import state as es_state
 from wm.es.cmaes import episode_seeds, member_seeds, told_fitness
 
 ALGORITHMS = ("cma", "openes", "pepg", "ga")
@@ -59,9 +59,33 @@ class _Adam:
         m_hat, v_hat = self.m / (1 - self.b1**self.t), self.v / (1 - self.b2**self.t)
         return self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
 
+    def state_dict(self) -> dict[str, Any]:
+        hyper = {"lr": self.lr, "b1": self.b1, "b2": self.b2, "eps": self.eps}
+        return hyper | {"m": self.m.copy(), "v": self.v.copy(), "t": self.t}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> _Adam:
+        self = cls.__new__(cls)
+        self.lr, self.b1, self.b2, self.eps = state["lr"], state["b1"], state["b2"], state["eps"]
+        self.m, self.v, self.t = _array(state["m"], "adam.m"), _array(state["v"], "adam.v"), int(state["t"])
+        return self
+
+
+def _array(x: Any, where: str) -> np.ndarray:
+    if not isinstance(x, np.ndarray):
+        raise es_state.StateError(f"{where}: not an array")
+    return x
+
 
 class _Base:
-    """What the three share: member seeds, the penalised fitness, NaN handling, pickled state."""
+    """What the three share: member seeds, the penalised fitness, NaN handling, the state as plain values.
+
+    `_STATE` names a subclass's own attributes of the state (plain values, arrays, or the `_Adam`); what an ask
+    leaves for its tell (`_asked`, `_eps`, `_seeds`) is not state: a checkpoint is taken after a tell.
+    """
+
+    name = ""
+    _STATE: tuple[str, ...] = ()
 
     def __init__(self, n: int, popsize: int, sigma0: float, weight_decay: float, seed: int, antithetic: bool, x0):
         self.n, self.popsize, self.weight_decay, self.antithetic = int(n), int(popsize), float(weight_decay), bool(antithetic)
@@ -91,15 +115,50 @@ class _Base:
         return self.x.copy()
 
     def state_dict(self) -> dict[str, Any]:
-        return {"algorithm": self.name, "pickle": pickle.dumps(self), "n": self.n, "popsize": self.popsize}
+        if self._asked is not None:
+            raise RuntimeError("state_dict() between ask() and tell(): a checkpoint holds a told generation")
+
+        def plain(v: Any) -> Any:
+            return v.state_dict() if isinstance(v, _Adam) else v.copy() if isinstance(v, np.ndarray) else v
+
+        return {
+            "algorithm": self.name,
+            "n": self.n,
+            "popsize": self.popsize,
+            "weight_decay": self.weight_decay,
+            "antithetic": self.antithetic,
+            "sigma0": self.sigma0,
+            "x": self.x.copy(),
+            "rng": self.rng.bit_generator.state,
+            "seed_rng": self._seed_rng.bit_generator.state,
+            **{k: plain(getattr(self, k)) for k in self._STATE},
+        }
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]):
-        return pickle.loads(state["pickle"])
+    def from_state(cls, state: dict[str, Any]) -> _Base:
+        """Rebuild the optimiser `state_dict()` describes; `StateError` when it does not fit this class."""
+        if state.get("algorithm") != cls.name:
+            raise es_state.StateError(f"a {state.get('algorithm')!r} state, not {cls.name}'s")
+        self = cls.__new__(cls)
+        try:
+            self.n, self.popsize = int(state["n"]), int(state["popsize"])
+            self.weight_decay, self.antithetic = float(state["weight_decay"]), bool(state["antithetic"])
+            self.sigma0, self.x = float(state["sigma0"]), _array(state["x"], "x")
+            self.rng = es_state.generator(state["rng"], "rng")
+            self._seed_rng = es_state.generator(state["seed_rng"], "seed_rng")
+            for k in cls._STATE:
+                setattr(self, k, _Adam.from_state(state[k]) if k == "adam" else state[k])
+        except (KeyError, TypeError) as e:
+            raise es_state.StateError(f"a {cls.name} state that does not fit ({type(e).__name__}: {e})") from None
+        if self.x.shape != (self.n,):
+            raise es_state.StateError(f"a {cls.name} state whose mean has shape {self.x.shape}, not ({self.n},)")
+        self._asked = self._seeds = self._eps = None
+        return self
 
 
 class OpenES(_Base):
     name = "openes"
+    _STATE = ("_sigma", "sigma_decay", "sigma_min", "adam")
 
     def __init__(self, *a, lr: float = 0.01, sigma_decay: float = 0.999, sigma_min: float = 0.01, **kw):
         super().__init__(*a, **kw)
@@ -131,6 +190,7 @@ class OpenES(_Base):
 
 class PEPG(_Base):
     name = "pepg"
+    _STATE = ("sigmas", "lr", "lr_sigma", "sigma_min", "baseline", "adam")
 
     def __init__(self, *a, lr: float = 0.01, lr_sigma: float = 0.2, sigma_min: float = 0.01, **kw):
         super().__init__(*a, **kw)
@@ -172,6 +232,7 @@ class PEPG(_Base):
 
 class SimpleGA(_Base):
     name = "ga"
+    _STATE = ("n_elite", "_sigma", "sigma_decay", "sigma_min", "elites")
 
     def __init__(self, *a, elite_ratio: float = 0.1, sigma_decay: float = 0.999, sigma_min: float = 0.01, **kw):
         super().__init__(*a, **kw)
@@ -222,9 +283,13 @@ def make_es(es_cfg, n: int, x0: np.ndarray | None = None, seed: int | None = Non
 
 
 def es_from_state(state: dict[str, Any]):
-    """Rebuild the optimiser a checkpoint holds (a state without `algorithm` is CMA-ES's, as before)."""
-    if state.get("algorithm", "cma") == "cma":
+    """Rebuild the optimiser a checkpoint holds (`state_dict()`'s plain values); `StateError` when it cannot."""
+    algo = state.get("algorithm") if isinstance(state, dict) else None
+    if algo == "cma":
         from wm.es.cmaes import CMAES
 
         return CMAES.from_state(state)
-    return _Base.from_state(state)
+    classes = {c.name: c for c in (OpenES, PEPG, SimpleGA)}
+    if algo not in classes:
+        raise es_state.StateError(f"an optimiser state of algorithm {algo!r}")
+    return classes[algo].from_state(state)

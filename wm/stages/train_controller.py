@@ -7,18 +7,21 @@ Per generation: ask `es.popsize` members → `es.trials` episodes each with anti
 return → tell (with the weight decay of the correct sign, §10.5). Every `es.eval_every` generations (and at the
 last) the CMA mean is evaluated on `es.eval_episodes` fixed-seed episodes and kept as
 `controller/checks/gen_NNNN.npz`; the best of those evaluations is `controller/best.npz`. Every generation:
-`controller/mean.npz` and `controller/es_state.pkl` (pycma state, the generation, every RNG state, the byte offset
-of `metrics/controller.jsonl`), all written atomically. A rerun
-resumes from `es_state.pkl` and truncates history lines written after it, so 2 + (kill) + 2 generations give
-the same history as 4 in one go. `--force` starts afresh; `--extend` (with a larger `es.generations`) continues a
-finished training from its checkpoint. SIGINT/SIGTERM: the master stops at once (the
-generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their envs) and
-exits; rerunning the command resumes.
+`controller/mean.npz` and `controller/es_state.npz` (the optimiser's state, the generation, every RNG state, the
+byte offset of `metrics/controller.jsonl`: arrays and plain values, `wm.es.state`, read without unpickling
+anything), all written atomically. A rerun resumes from `es_state.npz` and truncates history lines written after
+it, so 2 + (kill) + 2 generations give the same history as 4 in one go. `--force` starts afresh; `--extend` (with
+a larger `es.generations`) continues a finished training from its checkpoint. SIGINT/SIGTERM: the master stops at
+once (the generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their
+envs) and exits; rerunning the command resumes.
+
+An older version of this code pickled the checkpoint (`controller/es_state.pkl`). Unpickling runs whatever code
+the file names, so it is read only with `--trust-pickle` (the run dir must be the user's own) and then converted
+to `es_state.npz` on the spot; without the flag the stage refuses in one line and writes nothing.
 
 `es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
-of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it); `es.pick_top: K` plays the K
-best N more episodes on other seeds and keeps the best over all 2N.
+of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it).
 
 `es.fitness`: `dream` (M as the env, `wm.dream`), `real` (V + M + C in real envs, `wm.rollout`), or `toy`
 (a quadratic, for tests of this machinery without trained models).
@@ -27,20 +30,25 @@ best N more episodes on other seeds and keeps the best over all 2N.
 from __future__ import annotations
 
 import argparse
-import pickle
 import shutil
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from wm.config import Config
 from wm.errors import WMError
-from wm.rundir import RunDir, atomic_savez, atomic_write_bytes
+from wm.es import state as es_state
+from wm.rundir import RunDir, atomic_savez
 from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 VERB = "train-controller"
-STATE_VERSION = 1
+STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
+# The checkpoint's file names in the stage's folder (`RunDir.es_state` still names the older pickle's).
+STATE_FILE = "es_state.npz"
+LEGACY_STATE_FILE = "es_state.pkl"
+TRUST_PICKLE = "--trust-pickle"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -54,9 +62,25 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--extend",
         action="store_true",
-        help="continue a finished training from its es_state.pkl to a larger es.generations (with --set "
+        help="continue a finished training from its es_state.npz to a larger es.generations (with --set "
         "es.generations=N); rerun evaluate --force afterwards",
     )
+    p.add_argument(
+        TRUST_PICKLE,
+        action="store_true",
+        help=f"read the {LEGACY_STATE_FILE} checkpoint an older version of this code wrote and convert it to "
+        f"{STATE_FILE}; only for a run dir of your own: unpickling a file runs any code it holds",
+    )
+
+
+def state_path(run: RunDir) -> Path:
+    """The checkpoint: `controller/es_state.npz`."""
+    return run.stage_dir(VERB) / STATE_FILE
+
+
+def legacy_state_path(run: RunDir) -> Path:
+    """An older version's pickled checkpoint: `controller/es_state.pkl`."""
+    return run.stage_dir(VERB) / LEGACY_STATE_FILE
 
 
 REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
@@ -74,9 +98,10 @@ def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         return
     if int(cfg.es.draws) > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
-    if not run.es_state.exists():
-        raise WMError(f"--extend: no checkpoint {run.es_state} to continue; train first (or use --force)")
-    done = int(_read_state(run.es_state).get("generation", 0))
+    st = _stored_state(run, args, convert=False)  # before anything is written: an older pickle is read, not converted
+    if st is None:
+        raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
+    done = int(st.get("generation", 0))
     if int(cfg.es.generations) <= done:
         raise WMError(
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
@@ -95,11 +120,6 @@ def check_fitness(cfg: Config) -> None:
         raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
     if int(cfg.es.pick_real) < 0:
         raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
-    if int(cfg.es.pick_top) < 0 or (int(cfg.es.pick_top) and not int(cfg.es.pick_real)):
-        raise WMError(
-            f"es.pick_top must be 0 (off) or, with es.pick_real on, how many of the best checks play a second "
-            f"round of real episodes, not {cfg.es.pick_top}"
-        )
     if kind == "dream" and cfg.env.name != "doom_takecover" and not cfg.mdnrnn.predict_reward:
         raise WMError(
             f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
@@ -129,11 +149,11 @@ def eval_seeds(cfg: Config) -> np.ndarray:
     )
 
 
-def pick_seeds(cfg: Config, stage: int = 1) -> np.ndarray:
-    """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones); stage 2:
-    the other N the `es.pick_top` best play (a stream of their own)."""
-    key = [int(cfg.es.seed), 0x91C4] + ([] if stage == 1 else [stage])
-    return np.random.default_rng(key).integers(TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64)
+def pick_seeds(cfg: Config) -> np.ndarray:
+    """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones)."""
+    return np.random.default_rng([int(cfg.es.seed), 0x91C4]).integers(
+        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64
+    )
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
@@ -201,16 +221,99 @@ def _truncate(path: Any, size: int) -> None:
             f.truncate(size)
 
 
-def _read_state(path: Any) -> dict[str, Any]:
+def _read_state(path: Path) -> dict[str, Any]:
+    """The checkpoint `path` (`es_state.npz`): plain values and arrays, read with `np.load(allow_pickle=False)`."""
     try:
-        return pickle.loads(path.read_bytes())
-    except Exception as e:  # noqa: BLE001 — any unpickling failure means the same thing to the user
+        return es_state.load(path)
+    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
+        raise es_state.read_error(path, e) from None
+
+
+def _legacy_refusal(path: Path) -> WMError:
+    return WMError(
+        f"{path} is a checkpoint in the pickle format of an older version of this code, and reading a pickle runs "
+        f"any code it holds, so it is not read; if this run dir is your own, rerun with {TRUST_PICKLE} to convert "
+        f"it to {STATE_FILE} and resume (or with --force to start afresh)"
+    )
+
+
+def _read_legacy(path: Path) -> dict[str, Any]:
+    """`--trust-pickle` only: an older version's pickled checkpoint (the run dir is the user's own), its optimiser
+    state rebuilt and given as `state_dict()`'s plain values; the rest of it was plain values already."""
+    import pickle
+
+    from wm.es.cmaes import CMAES
+
+    try:
+        st = pickle.loads(path.read_bytes())
+        old = st["es"]
+        if old.get("algorithm", "cma") == "cma":
+            es = CMAES.from_pycma(
+                pickle.loads(old["es"]), old["np_state"], old["seed_rng"], old["weight_decay"], old["antithetic"]
+            )
+        else:
+            es = pickle.loads(old["pickle"])
+        st["es"] = es.state_dict()
+    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
         raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
+    st["version"] = STATE_VERSION
+    return st
 
 
-def _load_state(path: Any, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
-    state = _read_state(path)
-    if state.get("version") != STATE_VERSION or state["n_params"] != n or state["popsize"] != popsize:
+def _stored_state(run: RunDir, args: argparse.Namespace, convert: bool) -> dict[str, Any] | None:
+    """The checkpoint to resume from, None when there is none. An older version's `es_state.pkl` (and no
+    `es_state.npz`): refused in one line without `--trust-pickle`, nothing written; with it, read, and with
+    `convert` written as `es_state.npz` (read back and compared before the pickle is removed)."""
+    path, legacy = state_path(run), legacy_state_path(run)
+    if path.exists():
+        return _read_state(path)
+    if not legacy.exists():
+        return None
+    if not getattr(args, "trust_pickle", False):
+        raise _legacy_refusal(legacy)
+    st = _read_legacy(legacy)
+    if convert:
+        _write_state(path, st)
+        again = _read_state(path)
+        from wm.es.others import es_from_state
+
+        if _flat(again) != _flat(st) or _flat(es_from_state(again["es"]).state_dict()) != _flat(st["es"]):
+            path.unlink(missing_ok=True)
+            raise WMError(f"{legacy}: its conversion to {STATE_FILE} did not read back the same; {legacy} is kept")
+        legacy.unlink()
+    return st
+
+
+def _flat(tree: Any) -> tuple[str, list[bytes]]:
+    """A tree's plain values as JSON text and its arrays as bytes (dtype and shape included): equal means identical."""
+    import json
+
+    arrays: list[bytes] = []
+
+    def walk(x: Any) -> Any:
+        if isinstance(x, np.ndarray):
+            arrays.append(f"{x.dtype.str}{x.shape}".encode() + np.ascontiguousarray(x).tobytes())
+            return "<array>"
+        if isinstance(x, np.generic):
+            return [type(x).__name__, x.item()]
+        if isinstance(x, dict):
+            return {"<dict>": [[walk(k), walk(v)] for k, v in x.items()]}
+        if isinstance(x, (list, tuple)):
+            return {f"<{type(x).__name__}>": [walk(v) for v in x]}
+        return x
+
+    return json.dumps(walk(tree)), arrays
+
+
+def _write_state(path: Path, state: dict[str, Any]) -> None:
+    try:
+        es_state.save(path, state)
+    except es_state.StateError as e:  # a bug: something in the state is no plain value
+        raise WMError(f"{path}: the checkpoint cannot be written as plain values ({e})") from None
+
+
+def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
+    if state.get("version") != STATE_VERSION or state.get("n_params") != n or state.get("popsize") != popsize:
         raise WMError(
             f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
             f"the config asks {n} × {popsize}; rerun with --force to start afresh"
@@ -219,13 +322,6 @@ def _load_state(path: Any, n: int, popsize: int, algorithm: str = "cma") -> dict
     if held != algorithm:
         raise WMError(f"{path} holds a {held} state but es.algorithm is {algorithm}; rerun with --force to start afresh")
     return state
-
-
-def initial_mean(path: Any, n: int) -> np.ndarray:
-    """`es.init_from`: the CMA-ES starting mean (the previous round's C), checked for size and finiteness."""
-    from wm.world import read_params
-
-    return read_params(path, n, what="es.init_from")
 
 
 def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
@@ -244,24 +340,28 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     P, K, G, D = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations), int(es_cfg.draws)
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
     out = run.stage_dir(VERB)
-    out.mkdir(parents=True, exist_ok=True)
-    state_path, metrics = run.es_state, run.metrics_path(VERB)
+    spath, metrics = state_path(run), run.metrics_path(VERB)
     if getattr(args, "force", False):
-        state_path.unlink(missing_ok=True)
+        spath.unlink(missing_ok=True)
+        legacy_state_path(run).unlink(missing_ok=True)
+    stored = _stored_state(run, args, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
+    out.mkdir(parents=True, exist_ok=True)
 
     def fresh_es(draw: int) -> Any:
-        """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from `es.init_from` (or zero), seeded `es.seed + draw`."""
-        x0 = initial_mean(run.resolve(es_cfg.init_from), n) if es_cfg.init_from else None
-        return make_es(es_cfg, n, x0, seed=int(es_cfg.seed) + draw)
+        """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from zero, seeded `es.seed + draw`."""
+        return make_es(es_cfg, n, seed=int(es_cfg.seed) + draw)
 
-    if state_path.exists():
-        st = _load_state(state_path, n, P, str(es_cfg.algorithm))
+    if stored is not None:
+        st = _check_state(stored, spath, n, P, str(es_cfg.algorithm))
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
             raise WMError(
-                f"{state_path}: its draws are {st.get('draw_generations')} generations long and es.generations is "
+                f"{spath}: its draws are {st.get('draw_generations')} generations long and es.generations is "
                 f"{G}; rerun with --force to start afresh"
             )
-        es = es_from_state(st["es"])
+        try:
+            es = es_from_state(st["es"])
+        except es_state.StateError as e:
+            raise es_state.read_error(spath, e) from None
     else:
         shutil.rmtree(run.checks_dir, ignore_errors=True)  # an earlier training's checks
         es = fresh_es(0)
@@ -289,7 +389,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     stop_after = int(getattr(args, "stop_after", 0) or 0)
 
     def save(state: dict[str, Any]) -> None:
-        atomic_write_bytes(state_path, pickle.dumps(state))
+        _write_state(spath, state)
 
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
@@ -304,7 +404,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             gen0,
             G * D,
             f", {D} draws of {G}" if D > 1 else "",
-            "" if gen0 else f" (σ₀ {es_cfg.sigma0}{', mean from ' + str(es_cfg.init_from) if es_cfg.init_from else ''})",
+            "" if gen0 else f" (σ₀ {es_cfg.sigma0})",
         )
         try:
             pool = make_pool(
@@ -392,7 +492,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             log.info(
                 "stopped at generation %d; checkpoint %s written; rerun the same command to resume",
                 st["generation"],
-                state_path,
+                spath,
             )
             raise
         finally:
@@ -418,85 +518,52 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
 
 def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict[str, float]:
     """`es.pick_real`: every kept check (all draws) plays the same N real episodes on training-side seeds, with the
-    run's V and M and the renderer C trained with; `best.npz` becomes the best of them. `es.pick_top: K`: the K best
-    then play N more (other seeds) and the best over all 2N is kept, so the pick's figure carries less of the luck of
-    being the best of many on N. Each check's results are kept in its file (`real`, `real_std`, `real_episodes`;
-    `real_top`, `real_top_std`, `real_top_episodes` for the second round), so a rerun after a kill plays only the
-    checks left. The workers get a real-env context (`pool.reinit`); the checks of one draw go out together."""
+    run's V and M and the renderer C trained with; `best.npz` becomes the best of them. Each check's results are
+    kept in its file (`real`, `real_std`, `real_episodes`), so a rerun after a kill plays only the checks left. The
+    workers get a real-env context (`pool.reinit`); the checks of one draw go out together."""
     from dataclasses import replace
 
-    N, K = int(cfg.es.pick_real), int(cfg.es.pick_top)
+    from wm.engine import evaluate_task, gather, init_worker, make_tasks
+
+    N = int(cfg.es.pick_real)
     found = run.checks()
     files, checks = [f for f, _ in found], [c for _, c in found]
-    ready: list[bool] = []
-
-    def play(idx: list[int], seeds: np.ndarray, stage: int) -> list[np.ndarray | None]:
-        """Every check in `idx` on `seeds`: its N returns, None for one whose task was lost."""
-        from wm.engine import evaluate_task, gather, init_worker, make_tasks
-
-        if not ready:
-            kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
-            pool.reinit(init_worker, (replace(spec, kind=kind),))
-            ready.append(True)
-        if stage == 1:
-            log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(idx), len(checks), N)
-        else:
-            log.info("pick: %d of the %d best checks (es.pick_top) × %d more real episodes (other seeds)", len(idx), K, N)
-        out: list[np.ndarray | None] = []
-        for d in sorted({int(checks[i].get("draw", 0)) for i in idx}):
-            part = [i for i in idx if int(checks[i].get("draw", 0)) == d]
+    todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
+    lost = []
+    if todo:
+        kind = "toy" if spec.kind == "toy" else "real"  # toy: the tests' stand-in for the real game
+        pool.reinit(init_worker, (replace(spec, kind=kind),))
+        log.info("pick: %d of %d checks × %d real episodes (training-side seeds)", len(todo), len(checks), N)
+        seeds = pick_seeds(cfg)
+        for d in sorted({int(checks[i].get("draw", 0)) for i in todo}):
+            part = [i for i in todo if int(checks[i].get("draw", 0)) == d]
             params = np.stack([checks[i]["params"] for i in part])
             res = pool.map(evaluate_task, make_tasks(params, np.tile(seeds, (len(part), 1)), -(-len(part) // pool.size)))
-            out += [r if np.isfinite(r).all() else None for r in gather(res, len(part), N)[0]]
-        return out
-
-    def record(idx: list[int], returns: list[np.ndarray | None], stage: int) -> list[str]:
-        lost = []
-        for i, r in zip(idx, returns, strict=True):
-            if r is None:
-                lost.append(files[i].name)
-                continue
-            c = checks[i]
-            if stage == 1:
+            for i, r in zip(part, gather(res, len(part), N)[0], strict=True):
+                if not np.isfinite(r).all():  # a task lost for good
+                    lost.append(files[i].name)
+                    continue
+                c = checks[i]
                 c.update(real=np.float64(r.mean()), real_std=np.float64(r.std()), real_episodes=np.int64(N))
-            else:  # the 2N episodes' mean and std, from the first N's and these
-                m = (float(c["real"]) + float(r.mean())) / 2
-                sq = (float(c["real_std"]) ** 2 + float(c["real"]) ** 2 + float((r**2).mean())) / 2
-                c.update(real_top=np.float64(m), real_top_std=np.float64(np.sqrt(max(sq - m * m, 0.0))))
-                c.update(real_top_episodes=np.int64(2 * N))
-            atomic_savez(files[i], **c)
-            log.info(
-                "pick: generation %d (draw %d): check %.1f, real %.1f ± %.1f%s",
-                int(c["generation"]),
-                int(c.get("draw", 0)) + 1,
-                float(c["score"]),
-                float(c["real"]),
-                float(c["real_std"]),
-                f"; over {2 * N}: {float(c['real_top']):.1f} ± {float(c['real_top_std']):.1f}" if stage == 2 else "",
-            )
-        return lost
-
-    todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]
-    lost = record(todo, play(todo, pick_seeds(cfg), 1), 1) if todo else []
+                atomic_savez(files[i], **c)
+                log.info(
+                    "pick: generation %d (draw %d): check %.1f, real %.1f ± %.1f",
+                    int(c["generation"]),
+                    int(c.get("draw", 0)) + 1,
+                    float(c["score"]),
+                    float(c["real"]),
+                    float(c["real_std"]),
+                )
     if lost:  # the others' results are kept: a rerun plays only these
-        raise WMError(f"pick: the real episodes of {', '.join(lost)} were lost (a failed task); rerun to play them")
-    key = "real"
-    if K:
-        top = sorted(range(len(checks)), key=lambda i: -float(checks[i]["real"]))[:K]
-        todo = [i for i in top if int(checks[i].get("real_top_episodes", 0)) != 2 * N]
-        lost = record(todo, play(todo, pick_seeds(cfg, 2), 2), 2) if todo else []
-        if lost:
-            raise WMError(f"pick: the second real episodes of {', '.join(lost)} were lost (a failed task); rerun to play them")
-        checks, key = [checks[i] for i in top], "real_top"
-    best = max(checks, key=lambda c: float(c[key]))
+        raise WMError(f"pick: the real episodes of {', '.join(sorted(lost))} were lost (a failed task); rerun to play them")
+    best = max(checks, key=lambda c: float(c["real"]))
     atomic_savez(run.params("best"), **best)
     log.info(
         "pick: best.npz is generation %d (draw %d): real %.1f on %d episodes, check %.1f",
         int(best["generation"]),
         int(best.get("draw", 0)) + 1,
-        float(best[key]),
-        N * (2 if K else 1),
+        float(best["real"]),
+        N,
         float(best["score"]),
     )
-    out = {"pick/generation": int(best["generation"]), "pick/real": float(best[key]), "pick/check": float(best["score"])}
-    return out | ({"pick/real_first": float(best["real"])} if K else {})
+    return {"pick/generation": int(best["generation"]), "pick/real": float(best["real"]), "pick/check": float(best["score"])}
