@@ -113,8 +113,35 @@ def test_shipped_agent_replays_its_recorded_episodes(tmp_path, repo_root):
     run = tmp_path / "agent"
     shutil.copytree(repo_root / SHIPPED, run)
     first = info["real"]["first_episodes"][:2]
-    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(run), "--episodes", "2", "--gifs", "0"]
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(run), "--episodes", "2", "--gifs", "0", "--force"]
     done = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
     rows = [json.loads(line) for line in (run / "eval" / "real" / "episodes.jsonl").read_text().splitlines()]
     assert [[r["seed"], r["return"]] for r in rows] == first
+
+
+def test_shipped_agent_opens_as_a_finished_run_and_refuses_writes(tmp_path, repo_root):
+    """status shows its score, results reads it, a writing verb refuses inside the package, and nothing shipped holds
+    an absolute path or a path to a run that is not shipped."""
+    agent = repo_root / SHIPPED
+    wm = [sys.executable, "-m", "wm"]
+    st = subprocess.run([*wm, "status", "--run", str(agent)], capture_output=True, text=True, cwd=repo_root)
+    assert st.returncode == 0, st.stderr
+    assert "an exported agent" in st.stdout and "evaluate          done         episodes 100  mean 830.4" in st.stdout
+    res = subprocess.run(
+        [*wm, "results", "--runs", str(agent), "--out", str(tmp_path / "r")], capture_output=True, text=True, cwd=repo_root
+    )
+    assert res.returncode == 0 and "| 100 | 830.4 ± 477.1 | 746.5 |" in res.stdout, res.stderr
+    before = {p: p.read_bytes() for p in agent.rglob("*") if p.is_file()}
+    for verb in (
+        ["evaluate", "--run", str(agent)],
+        ["report", "--run", str(agent)],
+        ["train-controller", "--run", str(agent)],
+    ):
+        p = subprocess.run([*wm, *verb], capture_output=True, text=True, cwd=repo_root)
+        assert p.returncode == 2 and "shipped agents (read-only): copy it out first" in p.stderr, p.stderr
+    assert {p: p.read_bytes() for p in agent.rglob("*") if p.is_file()} == before
+    for p in agent.rglob("*"):
+        if p.is_file() and p.suffix in (".json", ".jsonl", ".md", ".yaml", ""):
+            text = p.read_text()
+            assert "/work" not in text and "/home" not in text and "/tmp" not in text and "../" not in text, p

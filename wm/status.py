@@ -60,6 +60,9 @@ def main(args: argparse.Namespace) -> int:
         raise WMError(f"run directory {run.path} does not exist")
     cfg = run.load_config()
     print(f"run {run.path}" + (f"  (env {cfg.env.name})" if cfg is not None else "  (no config.yaml yet)"))
+    agent = _exported(run)
+    if agent:
+        print(f"  an exported agent ({agent}): V, M, C and the dream's starts, no episodes of its own")
     _print_rows(run, "  ")
     checks = round_checks(run)
     for child in round_dirs(run.path):
@@ -130,6 +133,19 @@ def result_pass(base: RunDir, tag: str = "real") -> tuple[str, RunDir, str]:
     if with_eval:
         return with_eval[-1].name, RunDir(with_eval[-1]), f"last round with eval/{tag}"
     return ("first pass" if rounds else "single pass"), base, "the run itself"
+
+
+def _exported(run: RunDir) -> str:
+    """What an exported agent's agent.json says it is (`wm export`), or "" for a run."""
+    import json
+
+    try:
+        info = json.loads((run.path / "agent.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    real = info.get("real") or {}
+    score = f"; trained {real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']}" if "mean" in real else ""
+    return f"{info.get('source', '?')}, {info.get('pass', '?')}{score}"
 
 
 def _print_rows(run: RunDir, indent: str) -> None:
