@@ -229,11 +229,11 @@ def _read_state(path: Path) -> dict[str, Any]:
         raise es_state.read_error(path, e) from None
 
 
-def _legacy_refusal(path: Path) -> WMError:
+def _legacy_refusal(path: Path, run: RunDir) -> WMError:
     return WMError(
         f"{path} is a checkpoint in the pickle format of an older version of this code, and reading a pickle runs "
-        f"any code it holds, so it is not read; if this run dir is your own, rerun with {TRUST_PICKLE} to convert "
-        f"it to {STATE_FILE} and resume (or with --force to start afresh)"
+        f"any code it holds, so it is not read; if this run dir is your own, `python -m wm {VERB} --run {run.path} "
+        f"{TRUST_PICKLE}` converts it to {STATE_FILE} and resumes (or --force starts afresh)"
     )
 
 
@@ -241,18 +241,20 @@ def _read_legacy(path: Path) -> dict[str, Any]:
     """`--trust-pickle` only: an older version's pickled checkpoint (the run dir is the user's own), its optimiser
     state rebuilt and given as `state_dict()`'s plain values; the rest of it was plain values already."""
     import pickle
+    import warnings
 
     from wm.es.cmaes import CMAES
 
     try:
-        st = pickle.loads(path.read_bytes())
-        old = st["es"]
-        if old.get("algorithm", "cma") == "cma":
-            es = CMAES.from_pycma(
-                pickle.loads(old["es"]), old["np_state"], old["seed_rng"], old["weight_decay"], old["antithetic"]
-            )
-        else:
-            es = pickle.loads(old["pickle"])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pycma's "could not import matplotlib" when unpickling imports it
+            st = pickle.loads(path.read_bytes())
+            old = st["es"]
+            if old.get("algorithm", "cma") == "cma":
+                pycma = pickle.loads(old["es"])
+                es = CMAES.from_pycma(pycma, old["np_state"], old["seed_rng"], old["weight_decay"], old["antithetic"])
+            else:
+                es = pickle.loads(old["pickle"])
         st["es"] = es.state_dict()
     except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
         raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
@@ -270,7 +272,7 @@ def _stored_state(run: RunDir, args: argparse.Namespace, convert: bool) -> dict[
     if not legacy.exists():
         return None
     if not getattr(args, "trust_pickle", False):
-        raise _legacy_refusal(legacy)
+        raise _legacy_refusal(legacy, run)
     st = _read_legacy(legacy)
     if convert:
         _write_state(path, st)
