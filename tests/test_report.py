@@ -37,9 +37,13 @@ def _fixture_run(tmp_path, evals: bool = True) -> RunDir:
             log.scalars(g, rec)
     save_png(run.stage_dir("train-vae") / "reconstructions.png", np.zeros((10, 10, 3), np.uint8))
     if evals:
-        for tag, mode, mean in (("real", "real", 512.0), ("random", "real-random", 205.0)):
+        for tag, mode, mean, n in (
+            ("real", "real", 512.0, 100),
+            ("random", "real-random", 205.0, 100),
+            ("few", "real", 1304.0, 3),
+        ):
             s = {
-                "episodes": 3,
+                "episodes": n,
                 "mean": mean,
                 "std": 10.0,
                 "min": 1.0,
@@ -86,6 +90,10 @@ def test_report_links_resolve_and_plots_are_pngs(tmp_path, repo_root):
     rows = [line for line in md.splitlines() if line.startswith("| real |") or line.startswith("| random |")]
     assert rows[0].startswith("| real |") and "**512.0 ± 10.0**" in rows[0] and "1092 ± 556" in rows[0]
     assert "210 ± 108" in rows[1]
+    # a 3-episode mean is neither set off nor set beside the paper's
+    few = next(line for line in md.splitlines() if line.startswith("| few |"))
+    assert "| 1304.0 ± 0.0 |" not in few and "| 1304.0 ± 10.0 |" in few and "— (fewer than 20 episodes)" in few
+    assert "1092" not in few
     assert "| 1.15 | 900 ± 5 |" in md
     assert "| train-vae | done |" in md and "val_loss 25" in md
 

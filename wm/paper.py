@@ -1,17 +1,7 @@
-"""The paper's published scores (paper_settings.md §9), in one place: the report's comparison column and the τ
-table's paper columns read them."""
+"""The paper's DoomTakeCover temperature table (docs/paper-settings.md §9): the τ table's paper columns read it. Each
+game's headline scores are in its record (`wm.envs.family`)."""
 
 from __future__ import annotations
-
-# §9: the paper's scores, by env and evaluation kind.
-SCORES: dict[str, dict[str, str]] = {
-    "doom_takecover": {
-        "real": "1092 ± 556 (C trained at τ 1.15); released C: 973 ± 540 (`doomrnn/results.txt`)",
-        "dream": "918 ± 546 (τ 1.15)",
-        "random": "210 ± 108",
-    },
-    "carracing": {"real": "906 ± 21 (full World Model, z and h)"},
-}
 
 # §9, DoomTakeCover: τ → ((dream mean, std), (real mean, std)); C trained at τ, 100 rollouts each.
 PAPER_DOOM: dict[float, tuple[tuple[float, float], tuple[float, float]]] = {

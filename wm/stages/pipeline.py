@@ -24,6 +24,7 @@ from pathlib import Path
 
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
+from wm.envs.family import family
 from wm.errors import WMError
 from wm.evaluation import pooled_mean
 from wm.format import duration
@@ -135,7 +136,7 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
 
     result = result_pass(run)[1].path
     cfg = run.load_config()
-    score = "steps survived" if cfg is None or cfg.env.name == "doom_takecover" else "return        "
+    score = f"{family(cfg).score_label if cfg is not None else 'steps survived':<14}"
     print(f"\n  policy            env     {score} (mean ± std)  episodes")
     for label, where, mode, tag in rows:
         s = found[where.path].get(tag)

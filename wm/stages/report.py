@@ -15,12 +15,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wm.envs.family import family
 from wm.errors import WMError
 from wm.evaluation import pm
 from wm.format import duration, figures, number
 from wm.iterate import evaluates_result_only
-from wm.paper import SCORES, paper_row
+from wm.paper import paper_row
 from wm.registry import STAGES, plots
+from wm.results import FEW_EPISODES
 from wm.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
 
 CONFIG_KEYS = (
@@ -219,13 +221,18 @@ def evaluations(run: RunDir) -> list[dict[str, Any]]:
 
 
 def paper_figure(env: str, s: dict[str, Any]) -> str:
+    """The paper's score beside an evaluation of the same kind; none beside one of fewer than 20 episodes, whose mean
+    is too rough to set against it."""
+    if int(s.get("episodes", 0)) < FEW_EPISODES:
+        return f"— (fewer than {FEW_EPISODES} episodes)"
     mode = s.get("mode", "")
     kind = "random" if mode == "real-random" else "dream" if mode == "dream" else "real" if mode == "real" else ""
-    if kind == "dream" and env == "doom_takecover" and s.get("temperature") is not None:
+    fam = family(env)
+    if kind == "dream" and fam.tau_table and s.get("temperature") is not None:
         row = paper_row(float(s["temperature"]))  # the paper's dream score at the same τ, when it has that row
         if row is not None:
             return f"{row[0][0]:.0f} ± {row[0][1]:.0f} (τ {s['temperature']:g})"
-    return SCORES.get(env, {}).get(kind, "—")
+    return fam.paper.get(kind, "—")
 
 
 def _rel(run: RunDir, p: Path) -> str:
@@ -287,16 +294,14 @@ def render(run: RunDir) -> str:
             episodes = run.eval_episodes(s["_dir"].name)
             files = [f"[episodes]({_rel(run, episodes)})"] if episodes.exists() else []
             files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
+            score = f"{s['mean']:.1f} ± {s['std']:.1f}"
+            score = f"**{score}**" if int(s["episodes"]) >= FEW_EPISODES else score  # a rough mean is not set off
             lines.append(
-                f"| {s['tag']} | {mode} | {s['episodes']} | **{s['mean']:.1f} ± {s['std']:.1f}** | "
+                f"| {s['tag']} | {mode} | {s['episodes']} | {score} | "
                 f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |"
             )
-        if env == "doom_takecover":
-            lines += [
-                "",
-                f"Doom scores are steps survived (+1 per tic, capped at env.max_steps = {cfg.env.max_steps}; "
-                "the paper's cap is 2100); solved = mean > 750 over 100 trials.",
-            ]
+        if family(env).score_note:
+            lines += ["", family(env).score_note.format(max_steps=cfg.env.max_steps)]
     else:
         lines.append("No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`.")
     sweep, data = run.artifact("tau_sweep_table"), run.artifact("tau_sweep")
