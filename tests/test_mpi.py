@@ -130,7 +130,7 @@ def test_sigterm_checkpoints_stops_every_rank_and_resumes(tmp_path, repo_root):
     log = RunDir(run).log_path("train-controller").read_text()
     assert "stopped at generation" in log, out[-2000:]
     done = len(history(run))
-    assert (run / "controller" / "es_state.pkl").exists() and not RunDir(run).is_done("train-controller")
+    assert (run / "controller" / "es_state.npz").exists() and not RunDir(run).is_done("train-controller")
 
     p = subprocess.run(
         cmd(run, f"es.generations={done + 2}", "es.eval_every=1000"),

@@ -57,7 +57,8 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "initial_z": ("encode", "initial_z.npz"),
     "mdnrnn_weights": ("train-mdnrnn", "mdnrnn.weights.h5"),
     "dream_preview": ("train-mdnrnn", "dream_preview.gif"),
-    "es_state": ("train-controller", "es_state.pkl"),
+    "es_state": ("train-controller", "es_state.npz"),
+    "es_state_legacy": ("train-controller", "es_state.pkl"),  # an older version's pickle: read only when trusted
     "params_best": ("train-controller", "best.npz"),
     "params_mean": ("train-controller", "mean.npz"),
     "eval_summary": ("evaluate", "summary.json"),
@@ -289,6 +290,10 @@ class RunDir:
     @property
     def es_state(self) -> Path:
         return self.artifact("es_state")
+
+    @property
+    def es_state_legacy(self) -> Path:
+        return self.artifact("es_state_legacy")
 
     def params(self, which: str) -> Path:
         """Controller parameters `best` or `mean` (`controller/<which>.npz`)."""

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from wm.config import Config
+from wm.envs.family import family
 from wm.errors import WMError
 from wm.es import state as es_state
 from wm.rundir import RunDir, atomic_savez
@@ -45,7 +46,7 @@ from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 VERB = "train-controller"
 STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
-# The checkpoint's file names in the stage's folder (`RunDir.es_state` still names the older pickle's).
+# The checkpoint's file names in the stage's folder (`RunDir.es_state`, `RunDir.es_state_legacy`).
 STATE_FILE = "es_state.npz"
 LEGACY_STATE_FILE = "es_state.pkl"
 TRUST_PICKLE = "--trust-pickle"
@@ -75,12 +76,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def state_path(run: RunDir) -> Path:
     """The checkpoint: `controller/es_state.npz`."""
-    return run.stage_dir(VERB) / STATE_FILE
+    return run.es_state
 
 
 def legacy_state_path(run: RunDir) -> Path:
     """An older version's pickled checkpoint: `controller/es_state.pkl`."""
-    return run.stage_dir(VERB) / LEGACY_STATE_FILE
+    return run.es_state_legacy
 
 
 REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
@@ -120,7 +121,7 @@ def check_fitness(cfg: Config) -> None:
         raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
     if int(cfg.es.pick_real) < 0:
         raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
-    if kind == "dream" and cfg.env.name != "doom_takecover" and not cfg.mdnrnn.predict_reward:
+    if kind == "dream" and not family(cfg).survival and not cfg.mdnrnn.predict_reward:
         raise WMError(
             f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
             "train-mdnrnn): without it a dream pays +1 per step, DoomTakeCover's survival reward"
