@@ -224,19 +224,18 @@ def traced(init: Any, clock: TaskClock) -> Any:
 
 def probe(out: Path, argv: list[str]) -> int:
     """One rank of `mpirun -n 3 python bench/carracing.py --probe OUT -- train-controller ...`."""
-    from mpi import launched_rank
+    from wm.mpi import launched_rank
 
     rank = launched_rank()
     if rank == 0:
         from wm.cli import main
 
         return main(argv)
-    from mpi.worker import ONE_THREAD
+    from wm.mpi.worker import ONE_THREAD
 
     os.environ.update(ONE_THREAD)
     from mpi4py import MPI
-
-    from mpi.pool_mpi import serve
+    from wm.mpi.pool_mpi import serve
 
     comm = TaskClock(MPI.COMM_WORLD)
     code = serve(comm)

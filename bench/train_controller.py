@@ -137,22 +137,21 @@ class TaskClock:
 
 def probe(out: Path, argv: list[str]) -> int:
     """One rank of `mpirun -n N python bench/train_controller.py --probe OUT -- <wm argv>`."""
-    from mpi import launched_rank
+    from wm.mpi import launched_rank
 
     rank = launched_rank()
     if rank > 0:
-        from mpi.worker import ONE_THREAD
+        from wm.mpi.worker import ONE_THREAD
 
         os.environ.update(ONE_THREAD)
         from mpi4py import MPI
-
-        from mpi.pool_mpi import serve
+        from wm.mpi.pool_mpi import serve
 
         comm = TaskClock(MPI.COMM_WORLD)
         code = serve(comm)
         (out / f"rank{rank}.json").write_text(json.dumps({"tasks": comm.tasks, "cpu": time.process_time()}))
         return code
-    import mpi.pool_mpi as pool_mpi
+    import wm.mpi.pool_mpi as pool_mpi
 
     maps: list[dict[str, Any]] = []
     timed = pool_mpi.MPIPool.map

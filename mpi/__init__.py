@@ -9,8 +9,8 @@ serve tasks (`mpi.worker.serve`). Without a launcher (`launched_size() == 1`) `m
 with the same interface and mpi4py is never imported. Launch forms (paper_settings.md §8, peers.md §4 D):
 
     mpirun -n 3 python -m wm train-controller --run runs/doom   # the CLI sends ranks > 0 to the stage, which serves
-    mpirun -n 3 python -m mpi wm train-controller --run runs/doom      # mpi4py.futures style: ranks > 0 never parse
-    mpirun -n 1 python -m wm train-controller --run runs/doom : -n 2 python -m mpi.worker   # MPMD form
+    mpirun -n 3 python -m wm.mpi wm train-controller --run runs/doom      # mpi4py.futures style: ranks > 0 never parse
+    mpirun -n 1 python -m wm train-controller --run runs/doom : -n 2 python -m wm.mpi.worker   # MPMD form
 
 Rank and size are read from the launcher's environment (MPICH/Hydra and Slurm-PMI `PMI_*`, Open MPI
 `OMPI_COMM_WORLD_*`, PMIx) so this module stays free of mpi4py and `wm/cli.py` can branch on the rank cheaply.
@@ -31,7 +31,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from mpi.pool import Pool, SerialPool, StopFlag, TaskFailed, set_stop_check, should_stop
+from wm.mpi.pool import Pool, SerialPool, StopFlag, TaskFailed, set_stop_check, should_stop
 
 __all__ = [
     "Pool",
@@ -73,7 +73,7 @@ def launched_size() -> int:
 def release_workers() -> None:
     """On rank 0 under mpirun: let the workers exit when no pool was used (call on every exit path)."""
     if launched_size() > 1 and launched_rank() == 0:
-        from mpi.pool_mpi import release_workers as release
+        from wm.mpi.pool_mpi import release_workers as release
 
         release()
 
@@ -99,7 +99,7 @@ def make_pool(
     if launched_size() > 1:
         if launched_rank() != 0:
             raise RuntimeError("make_pool is for rank 0; worker ranks run mpi.worker.serve()")
-        from mpi.pool_mpi import MPIPool
+        from wm.mpi.pool_mpi import MPIPool
 
         return MPIPool(initializer, initargs, timeout=timeout, retries=retries, log=log, stop=stop)
     return SerialPool(initializer, initargs, retries=retries, log=log, stop=stop)

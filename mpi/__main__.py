@@ -1,7 +1,7 @@
-"""`mpirun -n N python -m mpi <module> [args...]`: rank 0 runs `python -m <module> args`, ranks 1..N−1 serve.
+"""`mpirun -n N python -m wm.mpi <module> [args...]`: rank 0 runs `python -m <module> args`, ranks 1..N−1 serve.
 
 The mpi4py.futures launch idiom (`python -m mpi4py.futures -m module`, anchors_style.md §1.6) for our pool:
-    mpirun -n 3 python -m mpi wm train-controller --run runs/doom
+    mpirun -n 3 python -m wm.mpi wm train-controller --run runs/doom
 Without mpirun it simply runs the module (the stage then uses the serial pool).
 """
 
@@ -10,15 +10,15 @@ from __future__ import annotations
 import runpy
 import sys
 
-from mpi import launched_rank, release_workers
+from wm.mpi import launched_rank, release_workers
 
 
 def main() -> int:
     if len(sys.argv) < 2:
-        print("usage: mpirun -n N python -m mpi <module> [args...]", file=sys.stderr)
+        print("usage: mpirun -n N python -m wm.mpi <module> [args...]", file=sys.stderr)
         return 2
     if launched_rank() > 0:
-        from mpi.worker import main as worker_main
+        from wm.mpi.worker import main as worker_main
 
         return worker_main()
     module, sys.argv = sys.argv[1], sys.argv[1:]

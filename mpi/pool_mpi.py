@@ -24,8 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from mpi4py import MPI
-
-from mpi.pool import PROCESS, Backoff, Pool, StopFlag, TaskFailed, close_context, format_error, set_stop_check
+from wm.mpi.pool import PROCESS, Backoff, Pool, StopFlag, TaskFailed, close_context, format_error, set_stop_check
 
 TAG_CTRL, TAG_RESULT = 11, 12
 

@@ -84,7 +84,8 @@ def population(cfg: C.Config) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
-    from mpi.pool import SerialPool
+    from wm.mpi.pool import SerialPool
+
     from wm.procpool import ProcessPool
 
     cfg, run = tiny_world(tmp_path / "run")
@@ -200,7 +201,7 @@ from wm import tf_setup
 tf = tf_setup.setup(threads=None, gpu=True)
 assert tf.config.list_physical_devices("GPU"), "no GPU visible"
 tf.config.experimental.enable_tensor_float_32_execution(False)
-from mpi.pool import SerialPool
+from wm.mpi.pool import SerialPool
 from wm import config as C
 from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 cfg = C.load(["doom_takecover", "tiny"], {sets!r})
@@ -215,7 +216,7 @@ print(json.dumps([r.tolist(), lost]))
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not _has_gpu(), reason="needs a GPU")
 def test_gpu_batched_pool_matches_cpu(tmp_path, repo_root):
-    from mpi.pool import SerialPool
+    from wm.mpi.pool import SerialPool
 
     cfg, run = tiny_world(tmp_path / "run")
     params, seeds = population(cfg)

@@ -144,7 +144,7 @@ def test_sigterm_checkpoints_stops_every_rank_and_resumes(tmp_path, repo_root):
 
 
 def test_backoff_grows_with_the_wait_and_stays_bounded(monkeypatch):
-    from mpi import pool
+    from wm.mpi import pool
 
     clock, naps = [0.0], []
     monkeypatch.setattr(pool.time, "monotonic", lambda: clock[0])
@@ -160,8 +160,8 @@ def test_backoff_grows_with_the_wait_and_stays_bounded(monkeypatch):
 
 
 def test_stop_check_is_installed_and_restored():
-    from mpi import StopFlag, set_stop_check, should_stop
-    from mpi.pool import PROCESS
+    from wm.mpi import StopFlag, set_stop_check, should_stop
+    from wm.mpi.pool import PROCESS
 
     before = PROCESS.stop_check
     try:
@@ -177,8 +177,8 @@ def test_stop_check_is_installed_and_restored():
 
 NAP = """
 import json, sys, time
-from mpi import launched_rank
-from mpi.pool_mpi import MPIPool, serve
+from wm.mpi import launched_rank
+from wm.mpi.pool_mpi import MPIPool, serve
 
 def nap(ctx, s):
     time.sleep(s)

@@ -143,7 +143,7 @@ def _ident(x):
 
 @pytest.mark.timeout(120)
 def test_process_pool_orders_results_retries_and_gives_up(tmp_path):
-    from mpi.pool import TaskFailed
+    from wm.mpi.pool import TaskFailed
 
     seen: list[int] = []
     with ProcessPool(_ident, (3,), workers=2) as pool:

@@ -93,7 +93,7 @@ def test_report_plots_come_from_the_registry(tmp_path):
 
 
 def test_tui_rows_and_plots_come_from_the_registry():
-    from tui.model import PLOTS
+    from wm.tui.model import PLOTS
 
     assert set(PLOTS) == {s.name for s in registry.STAGES}
     for s in registry.STAGES:

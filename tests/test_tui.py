@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 from pilot import wait_until
+from wm.tui.app import WMApp
+from wm.tui.model import MetricsTail, Series, find_runs
+from wm.tui.process import build_command
+from wm.tui.screens.dialogs import QuitScreen
+from wm.tui.screens.launch import LaunchRequest, LaunchScreen
+from wm.tui.screens.picker import PickerScreen
+from wm.tui.screens.run import RunScreen
+from wm.tui.widgets.plot import LinePlot, braille
 
-from tui.app import WMApp
-from tui.model import MetricsTail, Series, find_runs
-from tui.process import build_command
-from tui.screens.dialogs import QuitScreen
-from tui.screens.launch import LaunchRequest, LaunchScreen
-from tui.screens.picker import PickerScreen
-from tui.screens.run import RunScreen
-from tui.widgets.plot import LinePlot, braille
 from wm import config as C
 from wm import status
 from wm.rundir import RunDir

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from PIL import Image as PILImage
 from pilot import wait_until
+from wm.tui.app import WMApp
+from wm.tui.screens.run import RunScreen
+from wm.tui.widgets import media as media_mod
+from wm.tui.widgets.media import MediaItem, MediaView, decode, media_paths
 
-from tui.app import WMApp
-from tui.screens.run import RunScreen
-from tui.widgets import media as media_mod
-from tui.widgets.media import MediaItem, MediaView, decode, media_paths
 from wm.rundir import STAGES, RunDir
 
 SIZE = (80, 24)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from pilot import wait_until
 from textual.app import App
-
-from tui.screens.play import HOLD_TICKS, PlayScreen
+from wm.tui.screens.play import HOLD_TICKS, PlayScreen
 
 FAKE = [sys.executable, str(Path(__file__).parent / "fixtures" / "fake_play.py")]
 
@@ -108,7 +107,7 @@ def test_a_chatty_server_does_not_freeze_the_screen_and_its_last_line_shows_when
 
 def test_run_screen_opens_the_play_screen_on_p(tmp_path, monkeypatch):
     """`p` on a run's screen opens its dream to play, `w` to watch C (the server gets --agent)."""
-    from tui.app import WMApp
+    from wm.tui.app import WMApp
 
     log = tmp_path / "requests.jsonl"
     monkeypatch.setenv("FAKE_PLAY_LOG", str(log))

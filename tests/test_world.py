@@ -88,7 +88,8 @@ def _toy_tasks(cfg: C.Config) -> list:
 
 
 def test_serial_and_process_pools_give_identical_results(tmp_path):
-    from mpi.pool import SerialPool
+    from wm.mpi.pool import SerialPool
+
     from wm.procpool import ProcessPool
 
     cfg = _cfg()
@@ -107,8 +108,8 @@ _MPI_SCRIPT = """
 import json, sys
 import numpy as np
 sys.path.insert(0, {root!r})
-from mpi import launched_rank, make_pool
-from mpi.pool_mpi import serve
+from wm.mpi import launched_rank, make_pool
+from wm.mpi.pool_mpi import serve
 from wm import config as C
 from wm.engine import EvalSpec, evaluate_task, gather, init_worker
 from tests.test_world import _toy_tasks
@@ -124,7 +125,7 @@ print(json.dumps([r.tolist(), ln.tolist(), lost]))
 @pytest.mark.mpi
 @pytest.mark.timeout(300)
 def test_mpi_pool_gives_the_serial_results(tmp_path, repo_root):
-    from mpi.pool import SerialPool
+    from wm.mpi.pool import SerialPool
 
     cfg = _cfg()
     with SerialPool(init_worker, (EvalSpec("toy", cfg.to_dict(), "."),)) as pool:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from textual.app import App
 from textual.binding import Binding
+from wm.tui.model import is_run
+from wm.tui.process import StageProcess, build_command, process_group, signal_group
+from wm.tui.screens.dialogs import HelpScreen, QuitScreen
+from wm.tui.screens.launch import LaunchRequest
+from wm.tui.screens.picker import PickerScreen
+from wm.tui.screens.run import RunScreen
 
-from tui.model import is_run
-from tui.process import StageProcess, build_command, process_group, signal_group
-from tui.screens.dialogs import HelpScreen, QuitScreen
-from tui.screens.launch import LaunchRequest
-from tui.screens.picker import PickerScreen
-from tui.screens.run import RunScreen
 from wm.rundir import RunDir
 
 

@@ -147,7 +147,7 @@ def _redo_hint(mod) -> str:
 
 
 def run_stage(module: str, args: argparse.Namespace) -> int:
-    from mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
+    from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
     from wm.rundir import RunDir
 
     mod = importlib.import_module(module)
@@ -166,7 +166,7 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
         try:
             return _refusal_writes_nothing(mod, run, verb, args)
         except BaseException:
-            from mpi import release_workers
+            from wm.mpi import release_workers
 
             release_workers()
             raise
@@ -254,7 +254,7 @@ def tf_first(loads_tf: bool) -> None:
     is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
     leave the decision to the stage's `run` (wm.tf_setup). A verb that loads TF anyway imports it here, its C++
     start-up noise muted."""
-    from mpi import launched_rank
+    from wm.mpi import launched_rank
 
     if launched_rank() > 0:
         from wm.tf_setup import decide

@@ -214,7 +214,7 @@ def _toy_faults(members: np.ndarray) -> None:
     folder = os.environ.get("WM_TOY_FAULTS")
     if not folder:
         return
-    from mpi import should_stop
+    from wm.mpi import should_stop
 
     for m in members:
         for kind in ("raise", "hang"):
@@ -271,7 +271,7 @@ def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, 
 
     Returns also the number of members lost (their tasks were given up after the retries, `mpi.pool`).
     """
-    from mpi import TaskFailed
+    from wm.mpi import TaskFailed
 
     returns, lengths = np.full((P, K), np.nan), np.zeros((P, K), np.int64)
     for res in results:
@@ -290,7 +290,7 @@ def run_seeds(
     `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
     an evaluation never summarises missing episodes.
     """
-    from mpi import TaskFailed
+    from wm.mpi import TaskFailed
 
     p = np.zeros(n_params) if params is None else np.asarray(params, np.float64)
     tasks = seed_tasks(p, seeds, getattr(pool, "size", 1))
@@ -315,7 +315,7 @@ def evaluate_seeds(
     all TF threads: the dream batches every episode in one graph) or over `workers` spawned processes."""
     from dataclasses import replace
 
-    from mpi.pool import SerialPool
+    from wm.mpi.pool import SerialPool
     from wm.procpool import ProcessPool
 
     workers = max(1, min(int(workers), len(seeds)))

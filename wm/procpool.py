@@ -130,7 +130,7 @@ def spawn_map(
 def _indexed(fn: Callable[..., Any], ctx: Any, job: tuple[int, Any]) -> tuple[int, Any, str | None]:
     """(index, result, None) or (index, None, error line): a task's exception is reported, not raised, so the pool
     can retry it."""
-    from mpi.pool import format_error
+    from wm.mpi.pool import format_error
 
     try:
         return job[0], fn(ctx, job[1]), None
@@ -163,7 +163,7 @@ class ProcessPool:
     def map(self, fn: Callable[..., Any], payloads: Any, on_result: Callable[[int, Any], Any] | None = None) -> list[Any]:
         from functools import partial
 
-        from mpi.pool import TaskFailed
+        from wm.mpi.pool import TaskFailed
 
         payloads = list(payloads)
         results: list[Any] = [None] * len(payloads)

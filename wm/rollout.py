@@ -100,7 +100,7 @@ class RealEvaluator:
         self.cfg, self.vae, self.m, self.c = cfg, vae, mdnrnn, controller
         self.n_envs, self.keep_raw = max(1, int(n_envs)), keep_raw
         if should_stop is None:
-            from mpi import should_stop
+            from wm.mpi import should_stop
         self.should_stop = should_stop
         self.envs = [make_env(cfg, keep_raw=keep_raw) for _ in range(self.n_envs)]
         E, zd, H = self.n_envs, mdnrnn.z_dim, mdnrnn.hidden

@@ -14,9 +14,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
-
-from tui.model import config_excerpt, resolve
-from tui.process import build_command
+from wm.tui.model import config_excerpt, resolve
+from wm.tui.process import build_command
 
 
 @dataclass

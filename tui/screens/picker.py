@@ -12,11 +12,10 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, OptionList
 from textual.widgets.option_list import Option
-
-from tui.model import find_runs, run_summary
+from wm.tui.model import find_runs, run_summary
 
 if TYPE_CHECKING:
-    from tui.app import WMApp
+    from wm.tui.app import WMApp
 
 
 class PickerScreen(Screen[None]):

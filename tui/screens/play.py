@@ -23,11 +23,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Static
-
-from tui.process import child_env
+from wm.tui.process import child_env
 
 if TYPE_CHECKING:
-    from tui.app import WMApp
+    from wm.tui.app import WMApp
 
 TICK_S = 0.12  # a step request every tick (one in flight at a time)
 HOLD_TICKS = 4  # a key press holds its key this many ticks

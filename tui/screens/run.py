@@ -20,16 +20,16 @@ from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedContent, TabPane
+from wm.tui.model import PLOTS, MetricsTail, RunSnapshot, Series, figures_text, fmt, read_snapshot
+from wm.tui.screens.launch import LaunchRequest, LaunchScreen
+from wm.tui.widgets.follow_log import FollowLog
+from wm.tui.widgets.media import MediaView
+from wm.tui.widgets.plot import LinePlot
 
-from tui.model import PLOTS, MetricsTail, RunSnapshot, Series, figures_text, fmt, read_snapshot
-from tui.screens.launch import LaunchRequest, LaunchScreen
-from tui.widgets.follow_log import FollowLog
-from tui.widgets.media import MediaView
-from tui.widgets.plot import LinePlot
 from wm.rundir import STAGES, RunDir, stage
 
 if TYPE_CHECKING:
-    from tui.app import WMApp
+    from wm.tui.app import WMApp
 
 MAX_LINES = 2000  # the panes' bound on memory
 
@@ -273,7 +273,7 @@ class RunScreen(Screen[None]):
 
     def action_play(self, agent: bool) -> None:
         """Drive in this run's dream (`p`), or watch its C there (`w`): `wm play --serve` behind the play screen."""
-        from tui.screens.play import PlayScreen
+        from wm.tui.screens.play import PlayScreen
 
         self.app.push_screen(PlayScreen(self.run.path, agent=agent))
 

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from textual import work
 from textual.widgets import Log
-
-from tui.process import follow
+from wm.tui.process import follow
 
 TAIL_BYTES = 64_000  # how much of an existing file is shown when following starts
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 from textual.widget import Widget
-
-from tui.model import fmt
+from wm.tui.model import fmt
 
 Points = Sequence[tuple[float, float]]
 COLORS = ("bright_green", "bright_cyan", "bright_magenta", "yellow")

@@ -68,11 +68,11 @@ def side_run(args: argparse.Namespace) -> bool:
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
-    from mpi import launched_rank
     from wm import config as C
     from wm.engine import kind_of
     from wm.evaluation import MODES, Progress, format_summary, play, seed_list, write_results
     from wm.metrics import make_logger
+    from wm.mpi import launched_rank
     from wm.recording import record_episode, save_episode_gif
     from wm.world import input_digest, load_world
 

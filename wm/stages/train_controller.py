@@ -201,10 +201,10 @@ def decide_devices(cfg: Config, under_mpi: bool) -> Any:
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
-    from mpi import launched_rank, launched_size, release_workers
+    from wm.mpi import launched_rank, launched_size, release_workers
 
     if launched_rank() > 0:
-        from mpi.worker import main as serve
+        from wm.mpi.worker import main as serve
 
         serve()
         return
@@ -330,13 +330,13 @@ def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algori
 def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
     from dataclasses import replace
 
-    from mpi import StopFlag, launched_size, make_pool
     from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
     from wm.envs import action_dim
     from wm.es.budget import Curriculum, fitness_budget
     from wm.es.others import es_from_state, make_es
     from wm.metrics import make_logger
     from wm.models.controller import Controller
+    from wm.mpi import StopFlag, launched_size, make_pool
 
     check_upstream(cfg, run)
     es_cfg = cfg.es
