@@ -196,7 +196,7 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
     # error ---") to the console: the failure comes out as one `error:` line from the write that raises (issue 14).
     logging.raiseExceptions = False
-    if stage(verb).reads:
+    if stage(verb).reads and not args.configs:  # with --configs a command may start a run (a refusal takes it back)
         existing_run(run)
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
