@@ -111,7 +111,6 @@ def test_dream_evaluation_and_gif(tmp_path):
     E.run(cfg, run, _args(dream=True, temperature=1.15))
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
-    assert s["start"] == "recorded"
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
     from wm.world import input_digest
 
@@ -127,27 +126,6 @@ def test_dream_evaluation_and_gif(tmp_path):
     with Image.open(run.path / "eval/dream/episode_000.gif") as im:
         assert im.size == (192, 192)
         assert im.n_frames == math.ceil(rows[0]["length"] / 2)
-
-
-def test_dream_evaluation_from_normal_starts(tmp_path):
-    # `evaluate --dream --start normal` plays the same seeds from z ~ N(0, I) (dream.start) in a side run, on the
-    # run's own config: recorded starts (μ + σ·ε) and N(0, I) (ε) give other first z's, so other episodes
-    from test_dream_pool import firing_m
-
-    from wm.training import save_weights
-
-    cfg, run = _tiny_run(tmp_path)
-    # an M whose done logit fires now and then, so the start shows in the lengths
-    save_weights(firing_m(cfg), run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
-    E.run(cfg, run, _args(dream=True, tag="rec", gifs=0))
-    E.run(cfg, run, _args(dream=True, start="normal", tag="n01", gifs=0))
-    rec, n01 = (json.loads((run.path / f"eval/{t}/summary.json").read_text()) for t in ("rec", "n01"))
-    assert (rec["start"], n01["start"]) == ("recorded", "normal") and n01["config_hash"] == cfg.hash()
-    rows = {
-        t: [json.loads(x)["length"] for x in (run.path / f"eval/{t}/episodes.jsonl").read_text().splitlines()]
-        for t in ("rec", "n01")
-    }
-    assert rows["rec"] != rows["n01"], rows
 
 
 def test_episode_panels_shape():

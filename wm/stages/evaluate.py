@@ -2,7 +2,7 @@
 
     python -m wm evaluate --run runs/doom                  # trained C (best) in the real env, 100 episodes → DONE
     python -m wm evaluate --run runs/doom --random         # random policy baseline (Doom paper: 210 ± 108), no model
-    python -m wm evaluate --run runs/doom --dream          # C inside M at dream.temperature (or --temperature, --start)
+    python -m wm evaluate --run runs/doom --dream          # C inside M at dream.temperature (or --temperature)
     python -m wm evaluate --run runs/doom --sweep          # Doom τ table: dream and real score per τ (wm/sweep.py)
 
 The protocol (seeds, summary, files) is `wm.evaluation`, the episodes are played by the evaluation engine
@@ -48,12 +48,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--temperature", type=float, default=None, help="dream τ (default: dream.temperature)")
     p.add_argument(
-        "--start",
-        choices=("recorded", "normal"),
-        default=None,
-        help="where dreams start: a recorded frame-0 z or z ~ N(0, I) (default: dream.start)",
-    )
-    p.add_argument(
         "--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)"
     )
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
@@ -98,13 +92,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     seeds = seed_list(cfg, episodes, getattr(args, "seed", None))
     temperature = getattr(args, "temperature", None)
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
-    start = (getattr(args, "start", None) or str(cfg.dream.start)) if dream else None
-    # the episodes play at τ from `start`; the summary keeps the run's own config hash
-    cfg_t = (
-        C.update(cfg, {"dream": {"temperature": temperature, "start": start}}, source="evaluate --temperature/--start")
-        if dream
-        else cfg
-    )
+    # the episodes play at τ; the summary keeps the run's own config hash
+    cfg_t = C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature") if dream else cfg
     params, pfile = None, None
     if kind in ("real", "dream"):
         world = load_world(cfg, run, need=("params",), params=getattr(args, "params", None))
@@ -112,7 +101,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
     extra["inputs"] = input_digest(cfg, run, pfile, dream)  # the files played with (round control's reuse of a stored check)
     if dream:
-        extra["temperature"], extra["start"] = temperature, start
+        extra["temperature"] = temperature
     default = not side_run(args)
     prefix = "eval" if default else f"eval/{tag}"
     # the dream runs every episode in one batched graph (wm/dream.py): one process, no TF start-up per worker
