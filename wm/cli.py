@@ -174,16 +174,16 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
 
 
 def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> int:
-    """Run the stage; when it refuses (a `WMError` that is not a failed write), take back what the command wrote
+    """Run the stage; when it refuses (a `WMError` that is not a `RunFailed`), take back what the command wrote
     about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.rundir.Snapshot`)."""
-    from wm.errors import WMError, WriteError
+    from wm.errors import RunFailed, WMError
     from wm.rundir import Snapshot
 
     snap = Snapshot(run.path)
     try:
         return _run_stage_here(mod, run, verb, args)
     except WMError as e:
-        if not isinstance(e, WriteError):
+        if not isinstance(e, RunFailed):
             snap.restore()
         raise
 
@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from wm.errors import WMError, WriteError
+    from wm.errors import RunFailed, WMError
     from wm.registry import verb
 
     parser = build_parser()
@@ -304,7 +304,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(importlib.import_module(args._module).main(args) or 0)
     except WMError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 1 if isinstance(e, WriteError) else 2
+        return 1 if isinstance(e, RunFailed) else 2
     except OSError as e:
         # A write outside the atomic writes (a log, a metrics line, a folder) on a full, read-only or forbidden
         # disk, also when it comes back from a worker process: one line, not a traceback (issue 14). Any other

@@ -1,11 +1,16 @@
-"""The one exception type users see: a clear, single-line problem statement (exit code 2)."""
+"""The one exception type users see: a clear, single-line problem statement (exit code 2, or 1 for a failed run)."""
 
 
 class WMError(Exception):
     """A problem with the user's input or run directory; the CLI prints `error: <message>` and exits 2."""
 
 
-class WriteError(WMError):
+class RunFailed(WMError):
+    """A run that failed while it ran (a worker died, a stage of the pipeline failed, a stop by SIGTERM), not a
+    refused input: the CLI prints the same one line and exits 1. What is on disk is kept, and a rerun resumes."""
+
+
+class WriteError(RunFailed):
     """An OSError while writing a file of the run dir (a full disk, a read-only or forbidden folder).
 
     Raised by `wm.rundir.atomic_path` with one line naming the file and the errno: the write went to a temporary

@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 from typing import Any
 
-from wm.errors import WMError
+from wm.errors import RunFailed
 
 STOP_GRACE_S = 10.0  # after SIGTERM, how long a worker may take to run its cleanups before it is killed
 
@@ -119,7 +119,7 @@ def spawn_map(
             yield fut.result()
         finished = True
     except BrokenProcessPool as e:
-        raise WMError(f"{what}: a worker process died ({e}); what is on disk is kept, rerun to resume") from None
+        raise RunFailed(f"{what}: a worker process died ({e}); what is on disk is kept, rerun to resume") from None
     finally:
         if finished:
             ex.shutdown(wait=True)

@@ -42,7 +42,7 @@ from wm.data.episodes import (
     list_episodes,
     write_episode,
 )
-from wm.errors import WMError
+from wm.errors import RunFailed, WMError
 from wm.procpool import spawn_map
 from wm.rundir import RunDir
 from wm.seeds import training_seed
@@ -267,7 +267,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target, spec=episode_spec(cfg))
         if todo:
-            raise WMError(
+            raise RunFailed(
                 f"collect: {len(todo)} episode files missing or unreadable after collection (first: "
                 f"{episode_name(todo[0])}); the episodes on disk are kept: rerun the same command to resume"
             )

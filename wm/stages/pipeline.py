@@ -25,7 +25,7 @@ from pathlib import Path
 from wm.cli import add_run_args, resolve_config, stage_command
 from wm.config import Config
 from wm.envs.family import family
-from wm.errors import WMError
+from wm.errors import RunFailed, WMError
 from wm.evaluation import pooled_mean
 from wm.format import duration
 from wm.iterate import (
@@ -116,7 +116,7 @@ def _run_stage(
     finally:
         signal.signal(signal.SIGTERM, previous)
     if rc < 0 and -rc == signal.SIGTERM:
-        raise WMError(f"stage {verb} stopped by SIGTERM; rerun the same command to resume")
+        raise RunFailed(f"stage {verb} stopped by SIGTERM; rerun the same command to resume")
     return rc
 
 
@@ -182,8 +182,9 @@ def _run_stages(
             rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every, tick)
             timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
             if rc != 0 or not run.is_done(st.verb):
-                raise WMError(
-                    f"stage {st.verb} failed (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume"
+                why = "refused" if rc == 2 else "failed"  # a refusal (exit 2) stays a usage error for the pipeline too
+                raise (WMError if rc == 2 else RunFailed)(
+                    f"stage {st.verb} {why} (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume"
                 )
             print(f"{tag}: done in {duration(elapsed)}", flush=True)
             if tick:
