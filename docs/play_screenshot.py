@@ -20,8 +20,8 @@ import textual_image.widget as tiw
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 tiw.Image = tiw.HalfcellImage  # before the play screen imports it
 
-from tui.app import WMApp  # noqa: E402
-from tui.screens.play import PlayScreen  # noqa: E402
+from wm.tui.app import WMApp  # noqa: E402
+from wm.tui.screens.play import PlayScreen  # noqa: E402
 
 
 async def main(frames: int, out: Path) -> None:
