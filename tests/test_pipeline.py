@@ -91,6 +91,17 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
 
     summary = json.loads((run.path / "eval" / "summary.json").read_text())
     assert summary["episodes"] == 4 and len(summary["seeds"]) == 4
+    # The tiny pipeline's figures on seed 0, recorded (the same before and after the retired levers left the code):
+    # resumed after the kill, the first pass must give the same numbers.
+    returns = [json.loads(line)["return"] for line in (run.path / "eval" / "real" / "episodes.jsonl").read_text().split()]
+    assert returns == [164.0, 276.0, 264.0, 132.0]
+
+    def last(verb: str, key: str) -> float:
+        return [r[key] for r in read_jsonl(run.metrics_path(verb)) if key in r][-1]
+
+    assert last("train-vae", "vae/val_loss") == pytest.approx(192.8105949203321, rel=1e-6)
+    assert last("train-mdnrnn", "mdnrnn/nll") == pytest.approx(1.5667543411254883, rel=1e-6)
+    assert last("train-controller", "es/eval_mean") == 210.0
     assert 0 < summary["mean"] <= 300  # survival steps, capped at the tiny preset's 300
 
     # one round of iterative training: old data linked, 3 episodes played by the first pass's agent, M warm-started
