@@ -29,7 +29,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wm.config import load  # noqa: E402
+from wm.core.config import load  # noqa: E402
 from wm.envs import make_env  # noqa: E402
 from wm.envs.policies import make_policy  # noqa: E402
 from wm.envs.preprocess import CAR_CROP, clean  # noqa: E402

@@ -4,7 +4,7 @@ For each renderer (`env.renderer: official | fast`), steps/s **per core** of
 * `raw`: the bare `wm.envs.make_env(cfg)` FrameEnv (physics, drawing, the `ha2018` preprocessing to 64×64)
   stepping uniform random controller-space actions, episodes of the same seeds and cap as the agent's, resets
   included;
-* `agent`: `wm.rollout.RealEvaluator` (V + M + C batched in one compiled step for `--envs` envs) with untrained
+* `agent`: `wm.rollouts.rollout.RealEvaluator` (V + M + C batched in one compiled step for `--envs` envs) with untrained
   but real models of the `carracing` preset's sizes (V z 32, M LSTM 256 without a done head, C `zh` with bias:
   867 params) evaluating a small population (C params ~ N(0, 0.1²), like CMA-ES's σ₀);
 and `ratio` = agent / raw. Two settings:
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from wm.config import load  # noqa: E402
+from wm.core.config import load  # noqa: E402
 
 MPIRUN = str(Path(sys.executable).with_name("mpirun"))
 RENDERERS = ("official", "fast")
@@ -94,8 +94,8 @@ def raw_pass(env: Any, seeds: list[int]) -> tuple[int, float, float]:
 def one_worker(run: Path, renderer: str, a: argparse.Namespace, envs: int = 0, raw_too: bool = True) -> dict[str, Any]:
     """In this process: raw and agent passes over the same episodes (`envs` envs, as many episodes; default the
     command line's), alternating `--rounds` times; `raw_too=False`: the agent only."""
-    from wm.engine import EvalSpec, init_worker
     from wm.envs import make_env
+    from wm.rollouts.engine import EvalSpec, init_worker
 
     envs, episodes = (envs, envs) if envs else (a.envs, a.episodes)
     cfg = car_cfg(renderer, a.steps, envs)
@@ -137,12 +137,12 @@ def one_worker(run: Path, renderer: str, a: argparse.Namespace, envs: int = 0, r
 # ---------------------------------------------------------------- 2 workers under mpirun
 def make_run(path: Path) -> None:
     """A run dir holding random-weight V (z 32) and M (LSTM 256, no done head) where `load_world` expects them."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(threads=1, gpu=False)
+    from wm.core.rundir import RunDir
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
-    from wm.rundir import RunDir
 
     run = RunDir(path)
     m = MDNRNN(32, 3, 256, 5, False)

@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from wm.config import load, update  # noqa: E402
-from wm.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.core.config import load, update  # noqa: E402
+from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
 
 
 def bare_speed(name: str, steps: int) -> float:

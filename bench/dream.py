@@ -80,11 +80,11 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--compact-every", type=int, default=10)
     args = ap.parse_args()
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup()
 
-    from wm.dream import DreamEnv, DreamEvaluator
+    from wm.rollouts.dream import DreamEnv, DreamEvaluator
 
     p, k, cap = (8, 4, 300) if args.quick else (64, 16, 2100)
     m, c, mu0, lv0, params, rng = random_world(512, p)

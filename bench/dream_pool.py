@@ -4,7 +4,7 @@ the GPU when present), pycma's ask+tell cost (full vs separable CMA), and with `
 The small Doom dream: P = 32 members × K = 16 trials, z 64, LSTM 256, ZCH controller, random weights with the done
 bias calibrated to the authors' generation-1 mean episode length (305 steps, `bench/dream.py`), τ 1.25, episodes
 capped at `--cap` steps (2100 in the paper; lower here for speed, reported). Thread counts are fixed per process
-(`wm.tf_setup`), so each dream variant runs in a subprocess of its own: one warm-up generation (tracing, compiling),
+(`wm.core.tf_setup`), so each dream variant runs in a subprocess of its own: one warm-up generation (tracing, compiling),
 then `--gens` timed generations. pycma: `CMAES` ask+tell per generation at n = 1088 (Doom zch, LSTM 512),
 n = 867 (CarRacing zh) and n = 576 (the `small` Doom zch), popsize 64, mean and max over the generations after 4
 warm-up ones (the full covariance's eigendecomposition is lazy: every few generations, hence the max).
@@ -31,13 +31,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int, p: int, k: int, hidden: int = 256) -> dict:
     """One variant, in this (fresh) process: generations/s of the Doom dream (LSTM `hidden`: 256 small, 512 paper)."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup(threads=threads, gpu=gpu)
     import numpy as np
 
     from bench.dream import random_world
-    from wm.dream import DreamEvaluator
+    from wm.rollouts.dream import DreamEvaluator
 
     m, c, mu0, lv0, params, rng = random_world(hidden, p)
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, cap)

@@ -105,7 +105,7 @@ def series(frames: int, z: int, seed: int = 0):
 
 def loop(size: dict, steps: int, rounds: int) -> dict:
     """The train-mdnrnn streams loop two ways: batches assembled between steps and every loss read back (before), vs
-    assembled in a prefetch thread and losses read every READ_EVERY steps (wm.training.prefetch, the stage now)."""
+    assembled in a prefetch thread and losses read every READ_EVERY steps (wm.models.training.prefetch, the stage now)."""
     from contextlib import closing
     from itertools import islice
 
@@ -114,8 +114,8 @@ def loop(size: dict, steps: int, rounds: int) -> dict:
 
     from wm.data.sequences import StreamBatches
     from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step
+    from wm.models.training import prefetch
     from wm.stages.train_mdnrnn import READ_EVERY
-    from wm.training import prefetch
 
     keras.utils.set_random_seed(0)
     data = StreamBatches(series(size["batch"] * size["seq"] * (steps + 2), size["z"]), size["batch"], size["seq"], 0)
@@ -166,7 +166,7 @@ def main() -> int:
     ap.add_argument("--xla", action="store_true", help="also the custom step under jit_compile")
     ap.add_argument("--loop", action="store_true", help="also the stage loop: prefetch + losses read every N steps")
     args = ap.parse_args()
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup()
     out: dict = {

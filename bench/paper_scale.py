@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
-from wm.config import load  # noqa: E402
+from wm.core.config import load  # noqa: E402
 
 STAGES = ("collect", "train-vae", "encode", "train-mdnrnn", "train-controller", "evaluate")
 
@@ -120,7 +120,7 @@ def synthetic_episodes(folder: Path, n: int, t: int) -> list[Path]:
 
 def m_vae(cfg, seconds: float) -> dict:
     """V's compiled train step on one batch, and the streaming input pipeline alone, in frames/s."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup(threads=None, gpu=True)
     import keras
@@ -166,7 +166,7 @@ def m_vae(cfg, seconds: float) -> dict:
 
 
 def m_encode(cfg, seconds: float) -> dict:
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup(threads=None, gpu=True)
     from wm.models.vae import ConvVAE, make_encoder
@@ -185,7 +185,7 @@ def m_encode(cfg, seconds: float) -> dict:
 
 def m_mdnrnn(cfg, seconds: float) -> dict:
     """M's train step at the preset's sizes (streams: B × seq_len with Doom-like restarts; episodes: B × 999)."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup(threads=None, gpu=True)
     import keras
@@ -219,7 +219,7 @@ def m_mdnrnn(cfg, seconds: float) -> dict:
 
 def m_dream(cfg, seconds: float, gens: int) -> dict:
     """One Doom dream generation at the paper's P × K and LSTM: the batched pool with a GPU, else one thread."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     gpu = bool(tf_setup.quiet_import().config.list_physical_devices("GPU"))  # no context yet: setup comes next
     from bench.dream_pool import dream_variant
@@ -232,15 +232,15 @@ def m_dream(cfg, seconds: float, gens: int) -> dict:
 def m_real(cfg, seconds: float, renderer: str = "official") -> dict:
     """The agent (V + M + C batched over `es.real_envs_per_worker` envs, random weights) in the real env, one TF
     thread as a pool worker: agent steps/s per core."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(threads=1, gpu=False)
-    from wm.config import update
+    from wm.core.config import update
     from wm.envs import action_dim
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
-    from wm.rollout import RealEvaluator
+    from wm.rollouts.rollout import RealEvaluator
 
     cfg = update(cfg, {"env": {"renderer": renderer}}) if cfg.env.name == "carracing" else cfg
     a_dim, m_cfg = action_dim(cfg), cfg.mdnrnn

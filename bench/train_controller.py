@@ -50,7 +50,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wm.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
 
 MPIRUN = str(Path(sys.executable).with_name("mpirun"))
 TICK = os.sysconf("SC_CLK_TCK")
@@ -175,7 +175,7 @@ def probe(out: Path, argv: list[str]) -> int:
 # ---------------------------------------------------------------- the bench
 def make_upstream(path: Path, hidden: int = 512) -> None:
     """A run dir holding random-weight V and M of the Doom sizes (LSTM `hidden`), initial_z and DONE sentinels."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(threads=1, gpu=False)
     from wm.models.mdnrnn import MDNRNN

@@ -54,7 +54,7 @@ def _rss_mb() -> float:
 
 
 def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer: int) -> dict:
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup()
     from wm.data.episodes import list_episodes, read_episode

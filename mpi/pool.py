@@ -107,8 +107,8 @@ class Pool:
     """Maps a picklable module-level function over payloads on the workers, in order, with retries.
 
     The initializer runs once per worker and returns that worker's context (the loaded models, the open envs:
-    `wm.engine.WorkerContext`); every task is called `fn(ctx, payload)`, and `ctx.close()`, if it has one, runs when
-    the worker stops. Implementations: `SerialPool` (this process), `MPIPool` (ranks), `wm.procpool.ProcessPool`.
+    `wm.rollouts.engine.WorkerContext`); every task is called `fn(ctx, payload)`, and `ctx.close()`, if it has one, runs when
+    the worker stops. Implementations: `SerialPool` (this process), `MPIPool` (ranks), `wm.core.procpool.ProcessPool`.
     """
 
     size = 1  # number of evaluating processes

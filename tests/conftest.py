@@ -15,9 +15,9 @@ os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-# The test process's TF devices, decided once before any test loads TF (wm.tf_setup; imports no TensorFlow): stages
+# The test process's TF devices, decided once before any test loads TF (wm.core.tf_setup; imports no TensorFlow): stages
 # and evaluators run in-process here with the engine's CPU settings, so the GPU stays hidden (subprocesses too).
-from wm import tf_setup  # noqa: E402
+from wm.core import tf_setup  # noqa: E402
 
 tf_setup.decide(gpu=False)
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm.config import load
-from wm.errors import WMError
+from wm.core.config import load
+from wm.core.errors import WMError
 from wm.es.budget import Curriculum, check_budget, fitness_budget
 
 
@@ -46,7 +46,7 @@ def test_budgets_the_fitness_cannot_apply_are_refused(configs, sets, match):
 
 
 def test_tasks_carry_the_budget_to_the_evaluator():
-    from wm.engine import evaluate_task, make_tasks
+    from wm.rollouts.engine import evaluate_task, make_tasks
 
     seen = []
 
@@ -70,7 +70,7 @@ def test_real_carracing_episodes_stop_at_the_cap_and_when_no_tile_is_reached():
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
-    from wm.rollout import RealEvaluator
+    from wm.rollouts.rollout import RealEvaluator
 
     cfg = _car("mdnrnn.hidden=16")
     ctrl = Controller.from_config(cfg, action_dim("carracing"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm.config import load
-from wm.errors import WMError
+from wm.core.config import load
+from wm.core.errors import WMError
 
 pytestmark = pytest.mark.env
 
@@ -114,10 +114,10 @@ def test_unknown_renderer_is_one_clear_error():
 
 def test_scores_use_the_official_renderer(monkeypatch):
     """A run trained with the fast renderer is still scored (and recorded) with gymnasium's own."""
-    from wm import engine
-    from wm.config import load
-    from wm.evaluation import play, scoring_config
-    from wm.rundir import RunDir
+    from wm.core.config import load
+    from wm.core.rundir import RunDir
+    from wm.rollouts import engine
+    from wm.rollouts.evaluation import play, scoring_config
 
     cfg = load(["carracing", "tiny"], ["env.renderer=fast"])
     assert scoring_config(cfg).env.renderer == "official" and cfg.env.renderer == "fast"

@@ -7,9 +7,9 @@ import struct
 import subprocess
 import sys
 
-from wm import config as C
-from wm.metrics import make_logger
-from wm.rundir import RunDir
+from wm.core import config as C
+from wm.core.metrics import make_logger
+from wm.core.rundir import RunDir
 
 
 def _wm(*args, cwd=None):

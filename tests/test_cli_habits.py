@@ -13,10 +13,10 @@ import pytest
 from vae_data import make_run
 
 from wm import __version__, cli
-from wm import config as C
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_write_text
 from wm.data.episodes import episode_name, read_episode, write_episode
-from wm.errors import WMError
-from wm.rundir import RunDir, atomic_write_text
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:
@@ -95,8 +95,8 @@ def test_a_refused_train_vae_with_too_many_bad_episodes_writes_nothing(tmp_path,
 
 def test_a_refused_encode_with_a_v_of_another_z_dim_writes_nothing(tmp_path, capsys):
     pytest.importorskip("tensorflow")
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.training import save_weights
 
     _, run = make_run(tmp_path, episodes=3, t=12)
     save_weights(ConvVAE(16), run.stage_dir("train-vae") / "vae.weights.h5")  # the config says z_dim 32

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wm.config import load
+from wm.core.config import load
+from wm.core.rundir import RunDir
 from wm.data.episodes import EPISODE_KEYS, list_episodes, read_episode
-from wm.rundir import RunDir
 from wm.stages import collect, data_check
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +47,7 @@ def test_episode_seeds_deterministic_and_distinct():
 
 
 def test_min_length_must_be_reachable(tmp_path):
-    from wm.errors import WMError
+    from wm.core.errors import WMError
 
     with pytest.raises(WMError, match="min_length"):
         _collect(tmp_path / "r", _cfg("collect.min_length=80"))
@@ -77,7 +77,7 @@ def test_collection_is_deterministic_and_well_formed(tmp_path):
     np.testing.assert_array_equal(first, a["ep_000002.npz"]["obs"][0])
     run = RunDir(tmp_path / "a")
     assert run.is_done("collect")
-    recs = [r for r in __import__("wm.rundir", fromlist=["read_jsonl"]).read_jsonl(run.metrics_path("collect"))]
+    recs = [r for r in __import__("wm.core.rundir", fromlist=["read_jsonl"]).read_jsonl(run.metrics_path("collect"))]
     assert recs[-1]["collect/episodes"] == 4 and recs[-1]["collect/frames"] == sum(len(e["done"]) for e in a.values())
     assert recs[-1]["collect/steps_per_s"] > 0
 

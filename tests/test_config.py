@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from wm import config as C
-from wm.errors import WMError
+from wm.core import config as C
+from wm.core.errors import WMError
 
 
 def test_every_block_only_overrides_known_keys():
@@ -115,7 +115,7 @@ def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_ru
     """`--configs carracing small dream` (issue 17): the first pass is `small`'s, unchanged, and one round trains C
     only in M's dream with a new M that has done and reward heads and dropout; only `iterate` differs, which may
     change on a finished run."""
-    from wm.iterate import round_config
+    from wm.rounds.iterate import round_config
 
     small, dream = C.load(["carracing", "small"]), C.load(["carracing", "small", "dream"])
     diff = {k for k, v in C.flatten(dream.to_dict()).items() if C.flatten(small.to_dict())[k] != v}
@@ -132,7 +132,7 @@ def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_ru
 def test_retired_key_at_its_default_is_dropped_and_any_other_value_refused(tmp_path):
     """An older run's config.yaml may hold a retired lever's key: at the old default it loads (the key is dropped);
     a value that needs the retired code is refused, naming the key and the commit that has it."""
-    from wm.config import RETIRED, RETIRED_AT
+    from wm.core.config import RETIRED, RETIRED_AT
 
     key = "dream.critics"
     assert key in RETIRED

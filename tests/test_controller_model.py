@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm.config import defaults, update
+from wm.core.config import defaults, update
+from wm.core.errors import WMError
 from wm.envs import car_action
-from wm.errors import WMError
 from wm.models.controller import Controller
 
 

@@ -7,10 +7,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
-from wm.errors import WMError  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
+from wm.rollouts.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
 
 CAP = 40
 
@@ -221,8 +221,8 @@ def test_car_controller_actions_are_post_processed(world):
 
 
 def test_load_dream_refuses_missing_files(tmp_path):
-    from wm.config import defaults
-    from wm.rundir import RunDir
+    from wm.core.config import defaults
+    from wm.core.rundir import RunDir
 
     with pytest.raises(WMError, match="M weights"):
         load_dream(defaults(), RunDir(tmp_path))
@@ -269,8 +269,8 @@ def test_done_sampling_threshold_vs_bernoulli(world):
 def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and
     any gym env (Boxing without a done head would also run every dream to the cap: every member scores the same)."""
-    from wm.config import load
-    from wm.rundir import RunDir
+    from wm.core.config import load
+    from wm.core.rundir import RunDir
     from wm.stages.train_controller import check_upstream
 
     cfg = load([env, "tiny"], ["es.fitness=dream", "mdnrnn.predict_reward=false"])

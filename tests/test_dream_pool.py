@@ -13,9 +13,9 @@ import sys
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
-from wm.rundir import RunDir
+from wm.core import config as C
+from wm.core.rundir import RunDir
+from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 
 P, K = 8, 2
 SETS = [
@@ -55,12 +55,12 @@ def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, Run
     cfg = C.load(["doom_takecover", "tiny"], [*SETS, *sets])
     run = RunDir(path)
     run.bind_config(cfg, None)
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(gpu=False)
+    from wm.core.rundir import atomic_savez
     from wm.models.mdnrnn import save_config
-    from wm.rundir import atomic_savez
-    from wm.training import save_weights
+    from wm.models.training import save_weights
 
     z, rng = int(cfg.vae.z_dim), np.random.default_rng(0)
     m = firing_m(cfg, seed, rng)
@@ -86,7 +86,7 @@ def population(cfg: C.Config) -> tuple[np.ndarray, np.ndarray]:
 def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
     from wm.mpi.pool import SerialPool
 
-    from wm.procpool import ProcessPool
+    from wm.core.procpool import ProcessPool
 
     cfg, run = tiny_world(tmp_path / "run")
     params, seeds = population(cfg)
@@ -118,7 +118,7 @@ def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
     ],
 )
 def test_device_decision_by_config_and_launcher(monkeypatch, device, under_mpi, fitness, want):
-    from wm import tf_setup
+    from wm.core import tf_setup
     from wm.stages import train_controller as TC
 
     asked = []
@@ -129,7 +129,7 @@ def test_device_decision_by_config_and_launcher(monkeypatch, device, under_mpi, 
 
 
 def test_unknown_device_is_refused():
-    from wm.errors import WMError
+    from wm.core.errors import WMError
     from wm.stages import train_controller as TC
 
     with pytest.raises(WMError, match=r"'es.device' must be auto \| cpu \| gpu, got 'tpu'"):
@@ -139,8 +139,8 @@ def test_unknown_device_is_refused():
 _DECIDE_SCRIPT = """
 import argparse, json, sys
 sys.path.insert(0, {root!r})
-from wm import config as C, tf_setup
-from wm.rundir import RunDir
+from wm.core import config as C, tf_setup
+from wm.core.rundir import RunDir
 from wm.stages import train_controller as TC
 seen, real = [], tf_setup.decide
 def spy(*a, **kw):
@@ -197,13 +197,13 @@ _GPU_SCRIPT = """
 import json, sys
 import numpy as np
 sys.path.insert(0, {root!r})
-from wm import tf_setup
+from wm.core import tf_setup
 tf = tf_setup.setup(threads=None, gpu=True)
 assert tf.config.list_physical_devices("GPU"), "no GPU visible"
 tf.config.experimental.enable_tensor_float_32_execution(False)
 from wm.mpi.pool import SerialPool
-from wm import config as C
-from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+from wm.core import config as C
+from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 cfg = C.load(["doom_takecover", "tiny"], {sets!r})
 params, seeds = np.array({params!r}), np.array({seeds!r}, np.int64)
 with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), {run!r}, threads=None, gpu=True),)) as pool:
@@ -251,9 +251,9 @@ def test_separable_cma_learns_the_toy_quadratic(diagonal):
 
 def test_the_configs_death_settings_reach_every_dream(tmp_path):
     """`dream.done_sampling` and the done head's training (`mdnrnn.done_weight`, `mdnrnn.done_horizon`) reach the
-    batched evaluator and DreamEnv alike (`wm.dream.done_options`): a horizon the trainer used but the dream ignored
+    batched evaluator and DreamEnv alike (`wm.rollouts.dream.done_options`): a horizon the trainer used but the dream ignored
     would draw deaths k times too often."""
-    from wm.dream import dream_env, load_dream
+    from wm.rollouts.dream import dream_env, load_dream
 
     cfg, run = tiny_world(tmp_path / "a")
     cfg = C.update(cfg, {"dream": {"done_sampling": "bernoulli"}, "mdnrnn": {"done_weight": 4.0, "done_horizon": 8}})
@@ -265,7 +265,7 @@ def test_the_configs_death_settings_reach_every_dream(tmp_path):
 def test_the_dream_dreams_with_the_dropout_m_trained_with(tmp_path):
     """M's dropout in the dream is `mdnrnn.dropout` (what M trained with; Dropout's Dream Land): the batched evaluator
     and DreamEnv alike draw its masks, and they change the dreams."""
-    from wm.dream import dream_env, load_dream
+    from wm.rollouts.dream import dream_env, load_dream
 
     cfg, run = tiny_world(tmp_path / "a")
     params, seeds = population(cfg)

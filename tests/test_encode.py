@@ -12,14 +12,14 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
-from wm.config import update  # noqa: E402
+from wm.core.config import update  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
 from wm.data.episodes import episode_name, list_episodes, read_episode  # noqa: E402
-from wm.errors import WMError  # noqa: E402
 
 
 def _with_vae(tmp_path, episodes=3, **kw):
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.training import save_weights
 
     cfg, run = make_run(tmp_path, episodes=episodes, **kw)
     cfg = update(cfg, {"encode": {"batch_size": 16, "initial_z": 2}})

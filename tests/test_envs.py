@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from wm.config import load
+from wm.core.config import load
+from wm.core.errors import WMError
 from wm.envs import action_dim, m_action
 from wm.envs.doom import doom_choice
 from wm.envs.policies import Brownian, Hold, RandomAgent, make_policy
 from wm.envs.preprocess import CAR_CROP, DOOM_CROP, clean, ha2018
-from wm.errors import WMError
 
 # ---------------------------------------------------------------- independent reference formulas
 

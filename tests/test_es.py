@@ -8,11 +8,11 @@ import argparse
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.errors import WMError
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, read_jsonl
 from wm.es import state as es_state
 from wm.es.cmaes import CMAES, episode_seeds, member_seeds, penalized_fitness
-from wm.rundir import RunDir, read_jsonl
 
 TIMING = {"es/elapsed", "es/evals_per_s", "time"}
 
@@ -149,7 +149,7 @@ def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp
     """es.draws: draw 0 is the one-draw training bit for bit, draw 1 CMA-ES afresh with es.seed + 1 (its first
     population that of a fresh start with that seed); es.pick_real: every check plays the same seeds, best.npz is the
     best of those, a rerun plays only the checks without a result; a kill inside draw 2 resumes exactly."""
-    from wm.engine import ToyEvaluator
+    from wm.rollouts.engine import ToyEvaluator
     from wm.stages.train_controller import pick_seeds
 
     two = toy_cfg(**{"es.draws": 2, "es.pick_real": 3})
@@ -246,13 +246,13 @@ def test_refuses_without_upstream(tmp_path):
 def test_real_rollouts_depend_only_on_seed_and_params():
     """Random-weight V/M in real Doom: the same (params, seed) episode gives the same return whichever slot and
     batch it runs in (2 envs stepped together vs 1), and a different member gets its own parameters."""
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(threads=1, gpu=False)
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
-    from wm.rollout import RealEvaluator
+    from wm.rollouts.rollout import RealEvaluator
 
     cfg = C.load(["doom_takecover", "tiny"], ["env.max_steps=60"])
     vae, m = ConvVAE(cfg.vae.z_dim), MDNRNN(cfg.vae.z_dim, 1, cfg.mdnrnn.hidden, 5, True)

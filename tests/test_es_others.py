@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm.errors import WMError
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir
 from wm.es import state as es_state
 from wm.es.others import PEPG, OpenES, SimpleGA, centered_ranks, es_from_state, make_es
-from wm.rundir import RunDir
 
 TARGET = np.linspace(-1.0, 1.0, 10)
 
@@ -95,7 +95,7 @@ def test_state_round_trip_continues_identically_and_nan_ranks_worst(cls, tmp_pat
 
 
 def test_make_es_and_refusals():
-    from wm import config as C
+    from wm.core import config as C
 
     cfg = C.load(["doom_takecover", "tiny"], ["es.algorithm=openes"])
     assert isinstance(make_es(cfg.es, 6), OpenES)
@@ -124,7 +124,7 @@ def test_learns_at_the_configs_defaults(algorithm):
     """With base.yaml's es.* (lr 0.01, σ0 0.1, pop 32) in 100 dimensions each must close most of the distance to a
     target within 200 generations. PEPG's plain Sehnke step (α_μ · g) moved its mean by ≈ 0.003 per generation at
     these settings (a Doom C scored like the random policy after 80 generations); Adam on g_μ, as OpenES, learns."""
-    from wm import config as C
+    from wm.core import config as C
 
     es_cfg = C.load(["doom_takecover", "tiny"], [f"es.algorithm={algorithm}", "es.popsize=32", "es.weight_decay=0"]).es
     target = np.linspace(-0.5, 0.5, 100)

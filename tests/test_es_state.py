@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from test_es import history, stage, toy_cfg
 
-from wm.errors import WMError
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir
 from wm.es import state as es_state
 from wm.es.cmaes import CMAES
 from wm.es.others import PEPG, OpenES, SimpleGA, es_from_state
-from wm.rundir import RunDir
 
 MAKERS = {
     "cma": lambda: CMAES(12, popsize=10, sigma0=0.3, weight_decay=0.01, seed=5),

@@ -11,12 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm import evaluation as EV
-from wm import recording
-from wm.engine import kind_of
-from wm.errors import WMError
-from wm.rundir import RunDir
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir
+from wm.rollouts import evaluation as EV
+from wm.rollouts import recording
+from wm.rollouts.engine import kind_of
 from wm.stages import evaluate as E
 
 SETS = [
@@ -53,14 +53,14 @@ def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
     run.bind_config(cfg, None)
     if not with_models:
         return cfg, run
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf_setup.setup(gpu=False)
+    from wm.core.rundir import atomic_savez
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.rundir import atomic_savez
-    from wm.training import save_weights
 
     z, hidden = cfg.vae.z_dim, cfg.mdnrnn.hidden
     save_weights(ConvVAE(z), run.stage_dir("train-vae") / "vae.weights.h5")
@@ -112,7 +112,7 @@ def test_dream_evaluation_and_gif(tmp_path):
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
-    from wm.world import input_digest
+    from wm.rollouts.world import input_digest
 
     assert s["inputs"] == input_digest(cfg, run, run.params("best"), dream=True) and set(s["inputs"]) >= {"mdnrnn", "params"}
     rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
@@ -178,7 +178,7 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     assert run.is_done("evaluate")
     done = json.loads((run.stage_dir("evaluate") / "DONE").read_text())
     assert done["eval/mean"] == s["mean"] and done["eval/episodes"] == 3 and done["params_file"] == s["params_file"]
-    from wm.metrics import last_record
+    from wm.core.metrics import last_record
 
     rec = last_record(run.metrics_path("evaluate"))
     assert rec["eval/mean"] == pytest.approx(s["mean"]) and rec["eval/episodes"] == 3
@@ -203,7 +203,7 @@ def test_sweep_has_one_row_per_temperature(tmp_path):
 
 
 def test_prepare_tau_run_links_upstream_stages(tmp_path):
-    from wm.sweep import controller_sources, prepare_tau_run
+    from wm.tools.sweep import controller_sources, prepare_tau_run
 
     cfg, run = _tiny_run(tmp_path, with_models=False)
     with pytest.raises(WMError, match="not done"):
@@ -218,7 +218,7 @@ def test_prepare_tau_run_links_upstream_stages(tmp_path):
     src = controller_sources(cfg, run, [0.5, 1.15], [str(dst.path)])
     assert src[0.5] is run and src[1.15].path == dst.path
     # `sweep run` resumes: the τ run made from this run at this τ is reused, anything else refused
-    from wm.sweep import reuse_or_prepare
+    from wm.tools.sweep import reuse_or_prepare
 
     assert reuse_or_prepare(run, 1.15).path == dst.path
     # the source run's evaluate settings may change after the τ runs were made (`sweep run` sets its temperatures)

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from wm.config import load  # noqa: E402
-from wm.errors import WMError  # noqa: E402
-from wm.export import AGENT_FILE, export  # noqa: E402
-from wm.rundir import RunDir, atomic_savez, atomic_write_json  # noqa: E402
+from wm.core.config import load  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
+from wm.core.rundir import RunDir, atomic_savez, atomic_write_json  # noqa: E402
+from wm.tools.export import AGENT_FILE, export  # noqa: E402
 
 SHIPPED = "wm/agents/doom_small_s2"
 
@@ -57,7 +57,7 @@ def test_export_writes_a_half_size_run_that_loads(tmp_path, repo_root):
     a DONE per stage, the recorded score with its first episodes; a run dir `load_world` opens unchanged."""
     import h5py
 
-    from wm.world import load_world
+    from wm.rollouts.world import load_world
 
     run = _trained(tmp_path)
     out = tmp_path / "agent"

@@ -20,10 +20,10 @@ import pytest
 from vae_data import make_run
 
 from wm import cli
-from wm import config as C
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_write_bytes, read_jsonl
 from wm.data.episodes import episode_name, list_episodes, read_episode, write_episode
-from wm.errors import WMError
-from wm.rundir import RunDir, atomic_write_bytes, read_jsonl
 
 VAE_SETS = [
     "vae.batch_size=20",
@@ -52,7 +52,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def _train_vae(cfg, run, **kw):
-    from wm.metrics import make_logger
+    from wm.core.metrics import make_logger
     from wm.stages.train_vae import train
 
     with make_logger(run, "train-vae", console=False) as log:
@@ -205,8 +205,8 @@ def test_train_vae_refuses_when_too_many_files_are_bad(tmp_path):
 
 
 def _with_vae(tmp_path, episodes, t):
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.training import save_weights
 
     cfg, run = make_run(tmp_path, episodes=episodes, t=t)
     cfg = C.update(cfg, {"encode": {"batch_size": 16, "initial_z": 2}})
@@ -273,7 +273,7 @@ def test_refused_command_changes_nothing_on_disk(tmp_path, capsys):
 
 
 def test_failed_write_names_the_file_and_keeps_the_old_one(tmp_path, monkeypatch):
-    from wm.errors import WriteError
+    from wm.core.errors import WriteError
 
     target = tmp_path / "checkpoint.npz"
     atomic_write_bytes(target, b"old")
@@ -328,7 +328,7 @@ def test_full_disk_for_logs_and_metrics_is_one_line_without_logging_tracebacks(t
     import logging
 
     pytest.importorskip("tensorflow")
-    from wm.metrics import Logger
+    from wm.core.metrics import Logger
 
     _, run = make_run(tmp_path, episodes=10, t=20, sets=VAE_SETS)
     real_flush = logging.StreamHandler.flush
@@ -390,8 +390,8 @@ def _write_into(path: str) -> None:
 
 
 def test_a_failed_write_in_a_worker_process_comes_back_as_one_error(tmp_path):
-    from wm.errors import WriteError
-    from wm.procpool import spawn_map
+    from wm.core.errors import WriteError
+    from wm.core.procpool import spawn_map
 
     target = tmp_path / "ep_000001.npz"
     (target / "in-the-way").mkdir(parents=True)  # the rename onto it fails in the worker

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm import config as C
+from wm.core import config as C
+from wm.core.errors import WMError
 from wm.envs import action_dim, action_post, m_action, make_env
-from wm.errors import WMError
 from wm.models.controller import Controller
 
 CARTPOLE = ["env.name=gym:CartPole-v1", "env.actions=discrete:2", "env.crop=[150,350,0,600]", "env.max_steps=40"]

@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from wm.config import load
+from wm.core.config import load
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_savez
 from wm.data.episodes import write_episode
-from wm.errors import WMError
-from wm.iterate import prepare_round, round_config
-from wm.rundir import RunDir, atomic_savez
+from wm.rounds.iterate import prepare_round, round_config
 
 SETS = ["iterate.episodes=5", "iterate.generations=3", "iterate.mdnrnn_epochs=2"]
 
@@ -167,8 +167,8 @@ def agent_run(tmp_path_factory):
     """A run with untrained-but-real V (z 64), M (LSTM 32) and zero C params on disk."""
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN, save_config
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.training import save_weights
 
     path = tmp_path_factory.mktemp("agent")
     cfg = _cfg("mdnrnn.hidden=32", "env.max_steps=60", "collect.min_length=0")
@@ -186,7 +186,7 @@ def agent_run(tmp_path_factory):
 
 
 def _episode(cfg, run_dir, slot, *sets):
-    from wm import config as C
+    from wm.core import config as C
     from wm.envs import make_env
     from wm.stages.collect import collect_slot
 
@@ -219,14 +219,14 @@ def test_agent_policy_acts_with_c_and_explores_with_holds(agent_run):
     np.testing.assert_array_equal(e1["obs"], e2["obs"])
     # the agent's models are built from its own run's config, not the collecting round's: a round may give its new M
     # other heads or sizes (the CarRacing dream recipe adds a done head) while the previous pass's C plays
-    from wm import config as C
+    from wm.core import config as C
 
     other = C.update(cfg, {"mdnrnn.predict_done": False, "mdnrnn.hidden": 64})
     np.testing.assert_array_equal(_episode(other, root, 3, "collect.explore=0.5")["action"], e1["action"])
 
 
 def test_agent_policy_refuses_missing_artifacts(tmp_path):
-    from wm.agent import check_agent_run
+    from wm.rollouts.agent import check_agent_run
 
     with pytest.raises(WMError, match="not a run directory"):
         check_agent_run(tmp_path / "nope")

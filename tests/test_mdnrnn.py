@@ -11,12 +11,12 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.config import defaults, update  # noqa: E402
+from wm.core.config import defaults, update  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
+from wm.core.rundir import RunDir, atomic_savez  # noqa: E402
 from wm.data.episodes import episode_name, write_episode  # noqa: E402
-from wm.errors import WMError  # noqa: E402
 from wm.models import mixture  # noqa: E402
 from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer, make_train_step  # noqa: E402
-from wm.rundir import RunDir, atomic_savez  # noqa: E402
 
 
 def np_nll(logmix, mu, logstd, target):
@@ -146,7 +146,7 @@ def test_lr_schedule_and_optimizer_settings():
 
 def test_load_mdnrnn_checks_shapes(tmp_path):
     from wm.models.mdnrnn import save_config
-    from wm.training import save_weights
+    from wm.models.training import save_weights
 
     m = MDNRNN(4, 1, 8, predict_done=True)
     save_weights(m, tmp_path / "mdnrnn.weights.h5")
@@ -412,8 +412,8 @@ def test_stage_refuses_a_done_horizon_below_one(tmp_path):
 def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, over):
     """…with M's dropout too (its masks follow the restored step counter, so the resumed run is the same) and with
     a reward head (its loss logged and falling)."""
-    import wm.training
-    from wm.rundir import read_jsonl
+    import wm.models.training
+    from wm.core.rundir import read_jsonl
     from wm.stages import train_mdnrnn
 
     cfg, run = _stage_run(tmp_path / "a", batching, **over)
@@ -426,17 +426,17 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     # a run that dies at step 3 (mid-epoch, after the step-2 checkpoint with its carried state), then reruns
     cfg2, run2 = _stage_run(tmp_path / "b", batching, **over)
     run2.mark_done("encode", {})
-    real = wm.training.check_finite
+    real = wm.models.training.check_finite
 
     def dies_at_3(loss, step, ckpt):
         if step == 3:
             raise WMError("killed")
         real(loss, step, ckpt)
 
-    monkeypatch.setattr(wm.training, "check_finite", dies_at_3)
+    monkeypatch.setattr(wm.models.training, "check_finite", dies_at_3)
     with pytest.raises(WMError, match="killed"):
         train_mdnrnn.run(cfg2, run2, argparse.Namespace())
-    monkeypatch.setattr(wm.training, "check_finite", real)
+    monkeypatch.setattr(wm.models.training, "check_finite", real)
     train_mdnrnn.run(cfg2, run2, argparse.Namespace())
     resumed = [r["mdnrnn/nll"] for r in read_jsonl(run2.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     np.testing.assert_allclose(resumed, full, rtol=1e-5)
@@ -458,9 +458,9 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
 def test_stage_writes_dream_preview_gif(tmp_path):
     from PIL import Image
 
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
     from wm.stages import train_mdnrnn
-    from wm.training import save_weights
 
     cfg, run = _stage_run(tmp_path, "episodes", steps=1, preview_episodes=2)
     cfg = update(cfg, {"dream": {"max_steps": 5}})

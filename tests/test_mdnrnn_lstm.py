@@ -2,7 +2,7 @@
 cell's variables equals the custom `tf.scan` cell (outputs, final state, gradients), with no restart, with restarts
 in the middle of a chunk and at its first step, and without the done head (CarRacing); parameter counts and weight
 files are the custom ones; the train-mdnrnn stage gives the same losses and weights with either. Also the stage's
-batch prefetch (`wm.training.prefetch`) and its logged learning rate without a TF op (`lr_value`)."""
+batch prefetch (`wm.models.training.prefetch`) and its logged learning rate without a TF op (`lr_value`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.errors import WMError  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
 from wm.models import mdnrnn as M  # noqa: E402
 from wm.models.mdnrnn import MDNRNN, from_keras_layout, keras_layout, resolve_lstm  # noqa: E402
 
@@ -126,7 +126,7 @@ def test_layout_conversion_round_trips_and_matches_a_keras_lstm():
 
 def test_counts_and_weight_files_are_the_custom_ones(tmp_path):
     from wm.models.mdnrnn import load_mdnrnn, save_config
-    from wm.training import save_weights
+    from wm.models.training import save_weights
 
     assert MDNRNN(32, 3, 256, lstm="keras").count_params() == 422_368  # Car (§4, §9)
     assert MDNRNN(64, 1, 512, predict_done=True, lstm="keras").count_params() == 1_678_785  # Doom
@@ -194,8 +194,8 @@ def test_compiled_train_steps_agree():
 def test_stage_trains_the_same_with_either(tmp_path):
     """train-mdnrnn with `mdnrnn.lstm: keras` (streams: restarts inside chunks, state carried) reproduces custom."""
     from tests.test_mdnrnn import _stage_run
+    from wm.core.rundir import read_jsonl
     from wm.models.mdnrnn import load_mdnrnn
-    from wm.rundir import read_jsonl
     from wm.stages import train_mdnrnn
 
     nll, weights = {}, {}
@@ -214,7 +214,7 @@ def test_stage_trains_the_same_with_either(tmp_path):
 def test_prefetch_keeps_order_raises_where_it_failed_and_stops_its_thread():
     import threading
 
-    from wm.training import prefetch
+    from wm.models.training import prefetch
 
     assert list(prefetch(iter(range(50)), depth=3)) == list(range(50))
 
@@ -247,7 +247,7 @@ def test_deferred_reads_back_in_blocks_and_on_flush():
     """V and M read their losses back every N steps (one device sync), in order, ints untouched, rest on flush."""
     import tensorflow as tf
 
-    from wm.training import Deferred
+    from wm.models.training import Deferred
 
     seen = []
     d = Deferred(3, seen.append)

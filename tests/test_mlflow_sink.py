@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-from wm import config as C  # noqa: E402
-from wm.metrics import make_logger  # noqa: E402
-from wm.rundir import RunDir  # noqa: E402
+from wm.core import config as C  # noqa: E402
+from wm.core.metrics import make_logger  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 
 
 def _run(tmp_path, sinks: str) -> RunDir:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wm.rundir import RunDir, read_jsonl
+from wm.core.rundir import RunDir, read_jsonl
 
 pytestmark = pytest.mark.mpi
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from wm.rundir import STAGES, RunDir, read_jsonl
+from wm.core.rundir import STAGES, RunDir, read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 
@@ -128,7 +128,7 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert [p["name"] for p in rounds["passes"]] == ["first pass", "round1"]
     assert rounds["check_seeds"] == [5000000, 5000001, 5000002] and rounds["stopped"] == "iterate.rounds = 1 reached"
     assert rounds["result"]["name"] in ("first pass", "round1")
-    # the work clock read each pass's work from the files the stages wrote (wm.workclock)
+    # the work clock read each pass's work from the files the stages wrote (wm.rounds.workclock)
     units = {p["name"]: p["work_units"] for p in rounds["passes"]}
     frames0, frames1 = (int(d.done_info("collect")["collect/frames"]) for d in (run, r1))
     assert units["first pass"]["collect_frame"] == frames0 and units["first pass"]["agent_frame"] == 0
@@ -139,7 +139,7 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert rounds["clock"] == "work"
     assert rounds["work_minutes"] == pytest.approx(rounds["passes"][-1]["work_minutes"], abs=0.01)
     # the top-level report tells the whole run: every pass side by side and which C is the result
-    from wm.stages.report import render
+    from wm.tools.report import render
 
     md = render(run)
     assert "## Iterative training" in md and "[round1](round1/report.md)" in md and "**the run's result**" in md
@@ -157,7 +157,7 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
 
 
 def test_progress_line_extrapolates_from_where_this_command_started():
-    from wm.stages.pipeline import progress_line
+    from wm.rounds.pipeline import progress_line
 
     # a round's collect: 1000 of 1200 episodes were linked in before the stage started; 100 new ones took 60 s
     assert progress_line("[1/6] collect", 1100 / 1200, 1000 / 1200, 60.0) == "[1/6] collect: 92%  elapsed 1m00s  ETA 1m00s"

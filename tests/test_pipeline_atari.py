@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from wm.rundir import STAGES, RunDir
+from wm.core.rundir import STAGES, RunDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wm.rundir import STAGES, RunDir, read_jsonl
+from wm.core.rundir import STAGES, RunDir, read_jsonl
 
 pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 
@@ -59,7 +59,7 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
 
     # the pick: the ranks swapped their dream for real CarRacing; each check's real score is what the same
     # params score on the same tracks played apart (the engine's own pool, one process)
-    from wm.engine import EvalSpec, evaluate_seeds
+    from wm.rollouts.engine import EvalSpec, evaluate_seeds
     from wm.stages.train_controller import pick_seeds
 
     cfg = dream.load_config()

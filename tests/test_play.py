@@ -12,9 +12,9 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from wm.config import update  # noqa: E402
-from wm.play import Frame, PlaySession, key_action, run_window, serve  # noqa: E402
-from wm.rundir import RunDir  # noqa: E402
+from wm.core.config import update  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
+from wm.tools.play import Frame, PlaySession, key_action, run_window, serve  # noqa: E402
 
 AGENT = "wm/agents/doom_small_s2"
 
@@ -36,8 +36,8 @@ def test_keys_map_to_controller_actions():
 def test_keys_are_refused_where_no_mapping_exists(tmp_path):
     """A gym env's 18 Atari actions have no keys: playing is refused in one line before anything loads (the Doom
     keys' one column once reached M's 18-wide action input); watching C (--agent) is still allowed."""
-    from wm.config import load
-    from wm.errors import WMError
+    from wm.core.config import load
+    from wm.core.errors import WMError
 
     with pytest.raises(WMError, match=r"no keyboard mapping for gym:ALE/Boxing-v5's actions .* --agent"):
         PlaySession(load(["atari_boxing", "tiny"]), RunDir(tmp_path / "nothing"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wm.errors import WMError
-from wm.procpool import ProcessPool, spawn_map
+from wm.core.errors import WMError
+from wm.core.procpool import ProcessPool, spawn_map
 
 
 def _square(x: int) -> int:
@@ -93,7 +93,7 @@ _ORPHAN_PARENT = """
 import sys
 sys.path[:0] = {paths!r}
 from test_procpool import _init_marker, _task
-from wm.procpool import spawn_map
+from wm.core.procpool import spawn_map
 if __name__ == "__main__":
     jobs = [({folder!r}, k) for k in ("meet", "meet", "long", "long")]
     it = spawn_map(_task, jobs, 2, "test", _init_marker, ({folder!r},))

@@ -1,5 +1,5 @@
 """The stage registry is the one list of stages (issue 13): verbs, status rows, TUI rows, report plots, the README's
-stage table and the artifact names all come from, or are checked against, `wm.registry` / `wm.rundir.ARTIFACTS`."""
+stage table and the artifact names all come from, or are checked against, `wm.core.registry` / `wm.core.rundir.ARTIFACTS`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from wm import registry
-from wm.rundir import ARTIFACTS, RunDir
+from wm.core import registry
+from wm.core.rundir import ARTIFACTS, RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +23,7 @@ def test_every_registered_verb_is_a_cli_verb_and_nothing_else():
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert list(sub.choices) == [v.verb for v in registry.VERBS]
     assert {s.verb for s in registry.STAGES} | {t.verb for t in registry.TOOLS} == set(sub.choices)
-    assert "sweep" in sub.choices  # `python -m wm sweep` replaced the separate `python -m wm.sweep`
+    assert "sweep" in sub.choices  # `python -m wm sweep` replaced the separate `python -m wm.tools.sweep`
 
 
 def test_stage_records_are_consistent():
@@ -42,7 +42,7 @@ def test_stage_records_are_consistent():
 
 
 def test_status_rows_come_from_the_registry(tmp_path):
-    from wm.status import stage_rows
+    from wm.tools.status import stage_rows
 
     run = RunDir(tmp_path / "r")
     run.episodes_dir.mkdir(parents=True)
@@ -60,8 +60,8 @@ def test_status_rows_come_from_the_registry(tmp_path):
 
 
 def test_pipeline_progress_comes_from_the_registry(tmp_path):
-    from wm import config as C
-    from wm.stages.pipeline import stage_progress
+    from wm.core import config as C
+    from wm.rounds.pipeline import stage_progress
 
     cfg = C.load(["doom_takecover", "tiny"], ["collect.episodes=4", "es.generations=8"])
     run = RunDir(tmp_path / "r")
@@ -77,8 +77,8 @@ def test_pipeline_progress_comes_from_the_registry(tmp_path):
 
 
 def test_report_plots_come_from_the_registry(tmp_path):
-    from wm import config as C
-    from wm.stages.report import make_plots
+    from wm.core import config as C
+    from wm.tools.report import make_plots
 
     run = RunDir(tmp_path / "r")
     run.bind_config(C.load(["doom_takecover", "tiny"], []), None)
@@ -114,7 +114,7 @@ def test_readme_stage_table_matches_the_registry():
 
 
 def test_no_artifact_file_name_outside_the_run_dir_module():
-    """Every artifact's file name is spelled once, in wm/rundir.py: consumers ask RunDir."""
+    """Every artifact's file name is spelled once, in wm/core/rundir.py: consumers ask RunDir."""
     names = sorted({name for _, name in ARTIFACTS.values() if name})
     files = [p for d in ("wm", "tui", "mpi", "bench") for p in (ROOT / d).rglob("*.py") if p.name != "rundir.py"]
     offenders = []

@@ -9,10 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.media import save_gif, save_png
-from wm.metrics import make_logger
-from wm.rundir import RunDir, atomic_write_json
+from wm.core import config as C
+from wm.core.media import save_gif, save_png
+from wm.core.metrics import make_logger
+from wm.core.rundir import RunDir, atomic_write_json
 from wm.stages import report as R
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -109,7 +109,7 @@ def test_report_on_empty_run_has_no_dangling_links(tmp_path):
 def test_the_report_lists_cs_checks_with_their_real_pick_and_marks_best(tmp_path):
     """`## C's checks`: each kept check's own score beside the real score `es.pick_real` gave it, and the check
     best.npz holds (the pick's, not the best check's)."""
-    from wm.rundir import atomic_savez
+    from wm.core.rundir import atomic_savez
 
     run = _fixture_run(tmp_path, evals=False)
     assert "## C's checks" not in R.render(run)
@@ -141,7 +141,7 @@ def test_series_dedupes_resumed_steps():
 def test_line_plot_draws_series_in_their_colours(tmp_path):
     from PIL import Image
 
-    from wm.plots import COLORS, line_plot, nice_ticks
+    from wm.tools.plots import COLORS, line_plot, nice_ticks
 
     assert nice_ticks(0, 49) == [0, 10, 20, 30, 40, 50]
     assert nice_ticks(260, 792)[0] <= 260 and nice_ticks(260, 792)[-1] >= 792
@@ -160,7 +160,7 @@ def test_line_plot_draws_series_in_their_colours(tmp_path):
 
 
 def test_report_missing_run_dir_is_an_error(tmp_path):
-    from wm.errors import WMError
+    from wm.core.errors import WMError
 
     with pytest.raises(WMError, match="does not exist"):
         R.main(type("A", (), {"run": str(tmp_path / "nope")})())
@@ -170,8 +170,8 @@ def test_pipeline_timings_merge_every_command_on_the_run(tmp_path):
     """A run resumed by a second pipeline command (its later rounds) keeps the first command's stage times."""
     import json
 
-    from wm.rundir import RunDir
-    from wm.stages.report import pipeline_timings
+    from wm.core.rundir import RunDir
+    from wm.tools.report import pipeline_timings
 
     run = RunDir(tmp_path / "r")
     run.path.mkdir()

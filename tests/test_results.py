@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wm import config as C
 from wm.cli import main as wm_main
-from wm.errors import WMError
-from wm.evaluation import write_results
-from wm.results import bootstrap_ci, format_table, gather, gather_paired, hierarchical_ci, paired_row
-from wm.rundir import RunDir, atomic_write_json
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_write_json
+from wm.rollouts.evaluation import write_results
+from wm.tools.results import bootstrap_ci, format_table, gather, gather_paired, hierarchical_ci, paired_row
 
 SEEDS = list(range(1000, 1100))
 
@@ -145,7 +145,7 @@ def test_a_random_baseline_on_other_seeds_is_flagged(tmp_path):
     r = doc["runs"][0]
     assert not r["random"]["same_seeds"] and "random baseline on other seeds" in r["note"]
     assert "1001…1100" in r["note"] and "1000…1099" in r["note"]
-    from wm.results import format_table
+    from wm.tools.results import format_table
 
     assert "random baseline on other seeds" in format_table(doc)
     _eval(run, [150] * 100, tag="random", seeds=SEEDS)
@@ -251,7 +251,7 @@ def test_no_runs_is_an_error():
 def test_results_help_loads_no_tensorflow(repo_root):
     code = (
         "import sys, contextlib, io\n"
-        "import wm.results\n"
+        "import wm.tools.results\n"
         "from wm.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try: main(['results', '--help'])\n"

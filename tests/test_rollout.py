@@ -1,4 +1,5 @@
-"""Real-env rollouts (wm.rollout) on a stand-in env: a non-finite action, z or h is caught, not stepped into the env."""
+"""Real-env rollouts (wm.rollouts.rollout) on a stand-in env: a non-finite action, z or h is caught, not stepped into
+the env."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm import config as C  # noqa: E402
-from wm.errors import WMError  # noqa: E402
+from wm.core import config as C  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
 from wm.models.vae import ConvVAE  # noqa: E402
-from wm.rollout import RealEvaluator  # noqa: E402
+from wm.rollouts.rollout import RealEvaluator  # noqa: E402
 
 Z, H, LEN = 4, 8, 5
 
@@ -141,7 +142,7 @@ def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
     in the reference's batch; to float rounding with fewer envs: slots reused, episodes starting at different
     steps)."""
     import wm.envs
-    from wm.rollout import EPS_BLOCK
+    from wm.rollouts.rollout import EPS_BLOCK
 
     monkeypatch.setattr(wm.envs, "make_env", lambda cfg, keep_raw=False: LongEnv())
     cfg, vae, m, ctl, _ = agent

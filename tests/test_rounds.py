@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from wm import config as C
-from wm.errors import WMError
-from wm.iterate import (
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir
+from wm.rounds.iterate import (
     PassCheck,
     best_pass,
     check_seeds,
@@ -23,7 +24,6 @@ from wm.iterate import (
     result_index,
     stop_reason,
 )
-from wm.rundir import RunDir
 from wm.stages import pipeline
 
 
@@ -237,11 +237,11 @@ def test_max_minutes_stops_a_run_whose_c_does_not_play_yet(tmp_path, monkeypatch
 
 
 def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_clock_reads(tmp_path, monkeypatch, capsys):
-    # iterate.clock: work. The passes' work (wm.workclock, stubbed here: 10 work minutes for the first pass, 12 for each
+    # iterate.clock: work. The passes' work (wm.rounds.workclock, stubbed here: 10 work minutes for the first pass, 12 for each
     # round) decides, not the machine's minutes: on a fake wall clock where each round takes 1 min the wall budget of
     # 35 would let all 5 rounds run (every C exploits its dream, so nothing else stops them); by work, rounds 1 and 2
     # end at 22 and 34, and round 3 would end at 46 > 35. On a machine 10x slower (10 wall min a round) the same.
-    from wm import workclock
+    from wm.rounds import workclock
 
     work = {"r": 10.0}  # the first pass's folder is "r"
 
@@ -277,7 +277,7 @@ def test_the_work_clock_stops_the_rounds_by_the_passes_work_whatever_the_wall_cl
         with pytest.raises(WMError, match=msg):
             pipeline.main(_main_args(tmp_path / "bad", *ok, *bad))
         assert not (tmp_path / "bad").exists()
-    from wm import status
+    from wm.tools import status
 
     capsys.readouterr()
     status.main(argparse.Namespace(run=str(tmp_path / "w10" / "r")))
@@ -544,7 +544,7 @@ def test_the_dream_gate_stops_a_round_whose_dream_does_not_rank_the_real_c(tmp_p
 
 
 def test_status_shows_each_pass_and_the_result(tmp_path, monkeypatch, capsys):
-    from wm import status
+    from wm.tools import status
 
     _drive(tmp_path, monkeypatch, [(165, 1500), (740, 890), (600, 650)])
     monkeypatch.undo()
@@ -567,9 +567,9 @@ def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp
     """Under `iterate.evaluate_passes: result` a pass's evaluate that has not run reads "result only" in `status`, the
     TUI's rows (`stage_rows`) and the report, once its C is trained, though round control's checks have started its
     folder ("resumable" before); a single pass, or `all`, keeps the stage's own state."""
-    from wm import status
-    from wm.iterate import round_config
-    from wm.stages.report import render
+    from wm.rounds.iterate import round_config
+    from wm.tools import status
+    from wm.tools.report import render
 
     def evaluate_state(*sets: str, name: str = "r", train: bool = True) -> str:
         cfg = _cfg(*sets)
@@ -596,8 +596,8 @@ def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp
 def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     import numpy as np
 
-    from wm.evaluation import write_results
-    from wm.rundir import atomic_write_json
+    from wm.core.rundir import atomic_write_json
+    from wm.rollouts.evaluation import write_results
 
     run, r1 = RunDir(tmp_path / "r"), RunDir(tmp_path / "r" / "round1")
     for where, tags in ((run, ("real", "dream", "random", "random-dream")), (r1, ("real", "dream"))):
@@ -637,7 +637,7 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     "—" for them (issue 22 item 5)."""
     import subprocess
 
-    from wm.stages.report import render
+    from wm.tools.report import render
 
     run = RunDir(tmp_path / "r")
 
@@ -713,7 +713,7 @@ def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_
     evaluate) for round 2 (issue 22 item 5)."""
     import time
 
-    from wm.stages.report import rounds_section
+    from wm.tools.report import rounds_section
 
     _drive(tmp_path, monkeypatch, SEED14[:3], "iterate.rounds=2")
     monkeypatch.undo()
@@ -734,8 +734,8 @@ def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_
 
 
 def test_the_report_shows_the_final_check_beside_the_short_one(tmp_path, monkeypatch, capsys):
-    from wm import status
-    from wm.stages.report import rounds_section
+    from wm.tools import status
+    from wm.tools.report import rounds_section
 
     finals = {"round6": 742.7, "round7": 737.6, "round8": 776.8}
     _drive(tmp_path, monkeypatch, SEED14, "iterate.rounds=9", "iterate.final_check=100", random=206.4, finals=finals)
@@ -776,8 +776,8 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     """`_check_mean` replays a check when its seeds or the files it played with changed: a gate rerun after the
     previous pass's C was retrained, or a round's M retrained, must not read the old score (`input_digest`); in the
     dream, nor when the dream's settings changed."""
-    from wm.evaluation import write_results
-    from wm.world import input_digest, played_params
+    from wm.rollouts.evaluation import write_results
+    from wm.rollouts.world import input_digest, played_params
 
     cfg = _cfg()
     run = RunDir(tmp_path / "r")
@@ -838,8 +838,8 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
     its three final checks' first 30 episodes equal their short checks', bit for bit): only the seeds after them
     play, and the mean is over all. A rerun plays nothing; a final check stored whole (runs before this) is read as
     it is; a C retrained since its short check plays every seed."""
-    from wm.evaluation import write_results
-    from wm.world import input_digest, played_params
+    from wm.rollouts.evaluation import write_results
+    from wm.rollouts.world import input_digest, played_params
 
     cfg = _cfg("iterate.check_episodes=30")
     run = RunDir(tmp_path / "r")

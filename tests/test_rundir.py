@@ -10,9 +10,9 @@ import sys
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.errors import WMError
-from wm.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
 
 
 def test_config_written_at_creation_and_conflicts_refused(tmp_path):
@@ -57,7 +57,7 @@ def test_atomic_write_killed_process_leaves_no_half_file(tmp_path):
     target = tmp_path / "big.npz"
     code = (
         "import os, signal, numpy as np\n"
-        "from wm.rundir import atomic_path\n"
+        "from wm.core.rundir import atomic_path\n"
         f"with atomic_path({str(target)!r}) as tmp:\n"
         "    f = open(tmp, 'wb'); f.write(b'PK' * 1000); f.flush()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -97,8 +97,8 @@ def test_read_jsonl_ignores_torn_line(tmp_path):
 def test_stored_config_gets_the_defaults_of_keys_added_since(tmp_path):
     """A run made before a key existed (here: all but run.seed) loads with the key's default, so newer code can
     resume or evaluate it; a stored key base.yaml no longer has is named, with the file."""
-    from wm.config import defaults
-    from wm.errors import WMError
+    from wm.core.config import defaults
+    from wm.core.errors import WMError
 
     run = RunDir(tmp_path / "old")
     run.path.mkdir()

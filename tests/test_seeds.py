@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.errors import WMError
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR, training_seed
 from wm.es.cmaes import CMAES
-from wm.evaluation import seed_list
-from wm.seeds import SEED_HIGH, TRAINING_FLOOR, training_seed
+from wm.rollouts.evaluation import seed_list
 from wm.stages.collect import episode_seeds
 from wm.stages.train_controller import eval_seeds
 

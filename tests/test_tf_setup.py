@@ -1,4 +1,4 @@
-"""TF device setup happens once, first (issue 16 item 1): `wm.tf_setup` records its decision, a later compatible call
+"""TF device setup happens once, first (issue 16 item 1): `wm.core.tf_setup` records its decision, a later compatible call
 is a no-op, another GPU set after TF started is a clear WMError, and the entry points decide before TF starts.
 
 Each case runs in a fresh Python (a decision is process-wide, and TF cannot be reset within a process). On a CPU-only
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-from wm.rundir import RunDir
+from wm.core.rundir import RunDir
 
 
 def _py(code: str, repo_root, **env: str) -> subprocess.CompletedProcess:
@@ -29,8 +29,8 @@ def test_tf_refuses_changes_after_start_on_cpu_too(repo_root):
     change after the start into one WMError line, also on CPU."""
     code = """
 import tensorflow as tf
-from wm import tf_setup
-from wm.errors import WMError
+from wm.core import tf_setup
+from wm.core.errors import WMError
 tf.keras.layers.Dense(2)(tf.zeros((1, 3)))   # TF starts here, before any setup
 assert tf_setup.initialised()
 for name, f in [("threads", lambda: tf.config.threading.set_intra_op_parallelism_threads(1)),
@@ -54,9 +54,9 @@ except WMError as e:
 
 def test_setup_is_recorded_idempotent_and_refuses_another_gpu_set(repo_root):
     code = """
-from wm import tf_setup
-from wm.errors import WMError
-from wm.tf_setup import Devices
+from wm.core import tf_setup
+from wm.core.errors import WMError
+from wm.core.tf_setup import Devices
 tf = tf_setup.setup(threads=2)                   # the process's decision (GPU: the role's default, visible)
 assert tf_setup.decided() == Devices(2, True), tf_setup.decided()
 tf_setup.setup(threads=3, gpu=False)             # before the start: still a change TF can make
@@ -75,14 +75,14 @@ except WMError as e:
     res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
     assert "WMError: TensorFlow already runs in this process with 3 thread(s), GPU hidden" in res.stdout
-    assert "call wm.tf_setup.setup(...) first" in res.stdout
+    assert "call wm.core.tf_setup.setup(...) first" in res.stdout
 
 
 def test_decide_imports_no_tf_and_hides_the_gpu_before_the_import(repo_root):
     code = """
 import os, sys
-from wm import tf_setup
-from wm.tf_setup import Devices
+from wm.core import tf_setup
+from wm.core.tf_setup import Devices
 tf_setup.decide(gpu=False)
 assert "tensorflow" not in sys.modules and os.environ["CUDA_VISIBLE_DEVICES"] == "-1"
 tf_setup.decide(gpu=True)                        # changed before TF loaded: the GPUs come back
@@ -102,14 +102,14 @@ def test_mpi_worker_rank_decides_one_thread_no_gpu_before_tf_loads(repo_root):
     code = """
 import os, sys
 from wm.cli import tf_first
-from wm import tf_setup
-from wm.tf_setup import Devices
+from wm.core import tf_setup
+from wm.core.tf_setup import Devices
 tf_first(False)
 assert "tensorflow" not in sys.modules, "TF imported"
 assert os.environ["CUDA_VISIBLE_DEVICES"] == "-1" and tf_setup.decided() == Devices(1, False)
 tf = tf_setup.setup()                            # the worker's later setup (AUTO): the rank's decision
 assert tf.config.threading.get_intra_op_parallelism_threads() == 1
-tf_setup.setup(threads=1, gpu=False)             # what wm.engine.WorkerContext asks: compatible
+tf_setup.setup(threads=1, gpu=False)             # what wm.rollouts.engine.WorkerContext asks: compatible
 print("ok")
 """
     res = _py(code, repo_root, PMI_RANK="1", PMI_SIZE="2")

@@ -25,9 +25,9 @@ from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
-from wm import config as C
-from wm import status
-from wm.rundir import RunDir
+from wm.core import config as C
+from wm.core.rundir import RunDir
+from wm.tools import status
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FAKE = [sys.executable, str(FIXTURES / "fake_stage.py")]

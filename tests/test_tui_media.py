@@ -19,7 +19,7 @@ from wm.tui.screens.run import RunScreen
 from wm.tui.widgets import media as media_mod
 from wm.tui.widgets.media import MediaItem, MediaView, decode, media_paths
 
-from wm.rundir import STAGES, RunDir
+from wm.core.rundir import STAGES, RunDir
 
 SIZE = (80, 24)
 RED, GREEN, BLUE, WHITE = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255)

@@ -12,10 +12,10 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
-from wm.config import load  # noqa: E402
-from wm.errors import WMError  # noqa: E402
-from wm.metrics import make_logger  # noqa: E402
-from wm.rundir import read_jsonl  # noqa: E402
+from wm.core.config import load  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
+from wm.core.metrics import make_logger  # noqa: E402
+from wm.core.rundir import read_jsonl  # noqa: E402
 
 
 def _train(cfg, run, **kw):
@@ -91,8 +91,8 @@ def test_optimizer_is_the_authors():
 
 
 def test_load_vae_rejects_wrong_z_and_bad_files(tmp_path):
+    from wm.models.training import save_weights
     from wm.models.vae import ConvVAE, load_vae
-    from wm.training import save_weights
 
     path = tmp_path / "vae.weights.h5"
     m = ConvVAE(32)
@@ -110,8 +110,8 @@ def test_load_vae_rejects_wrong_z_and_bad_files(tmp_path):
 
 
 def test_checkpoint_round_trip_and_mismatch(tmp_path):
+    from wm.models.training import Checkpoint, EarlyStopping, check_finite
     from wm.models.vae import ConvVAE, make_optimizer
-    from wm.training import Checkpoint, EarlyStopping, check_finite
 
     m, opt = ConvVAE(32), make_optimizer()
     ck = Checkpoint(tmp_path / "ck.npz", m, opt)
@@ -132,7 +132,7 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path):
 
 
 def test_early_stopping():
-    from wm.training import EarlyStopping
+    from wm.models.training import EarlyStopping
 
     es = EarlyStopping(patience=2)
     assert es.update(5.0) == (True, False)

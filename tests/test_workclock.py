@@ -1,4 +1,4 @@
-"""The work clock (`iterate.clock: work`, wm.workclock): a pass's work read from its run directory, unit by unit,
+"""The work clock (`iterate.clock: work`, wm.rounds.workclock): a pass's work read from its run directory, unit by unit,
 against figures computed by hand from the files written here; the preset's prices."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from wm import config as C
-from wm.rundir import RunDir, atomic_write_json
-from wm.workclock import UNITS, WorkLedger, pass_units, seconds, stage_units
+from wm.core import config as C
+from wm.core.rundir import RunDir, atomic_write_json
+from wm.rounds.workclock import UNITS, WorkLedger, pass_units, seconds, stage_units
 
 
 def _pass(path: Path, cfg: C.Config, frames: int, written: int, episodes: int, vae_linked: bool) -> RunDir:

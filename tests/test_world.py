@@ -1,4 +1,5 @@
-"""One world loader (`wm.world.load_world`) and one evaluation engine (`wm.engine`) behind every pool (issue 13).
+"""One world loader (`wm.rollouts.world.load_world`) and one evaluation engine (`wm.rollouts.engine`) behind every
+pool.
 
 load_world refuses, in one line naming the file, whatever is missing, misshapen or non-finite; the serial, process
 and MPI pools give identical results for the same tasks.
@@ -13,11 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from wm import config as C
-from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
-from wm.errors import WMError
-from wm.rundir import RunDir, atomic_savez
-from wm.world import load_world
+from wm.core import config as C
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_savez
+from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+from wm.rollouts.world import load_world
 
 
 def _cfg() -> C.Config:
@@ -90,7 +91,7 @@ def _toy_tasks(cfg: C.Config) -> list:
 def test_serial_and_process_pools_give_identical_results(tmp_path):
     from wm.mpi.pool import SerialPool
 
-    from wm.procpool import ProcessPool
+    from wm.core.procpool import ProcessPool
 
     cfg = _cfg()
     spec = EvalSpec("toy", cfg.to_dict(), str(tmp_path))
@@ -110,8 +111,8 @@ import numpy as np
 sys.path.insert(0, {root!r})
 from wm.mpi import launched_rank, make_pool
 from wm.mpi.pool_mpi import serve
-from wm import config as C
-from wm.engine import EvalSpec, evaluate_task, gather, init_worker
+from wm.core import config as C
+from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker
 from tests.test_world import _toy_tasks
 if launched_rank() > 0:
     sys.exit(serve())

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.config import Config, load
+from wm.core.config import Config, load
+from wm.core.rundir import RunDir
 from wm.data.episodes import episode_name, write_episode
-from wm.rundir import RunDir
 
 COLOURS = np.array([[230, 40, 40], [40, 200, 60], [50, 80, 230], [230, 210, 40], [200, 60, 200]], np.uint8)
 

@@ -15,7 +15,7 @@ from wm.tui.screens.launch import LaunchRequest
 from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
 
-from wm.rundir import RunDir
+from wm.core.rundir import RunDir
 
 
 class WMApp(App[None]):

@@ -1,6 +1,6 @@
 """What the UI knows about a run, read from the run directory only (no Textual here, no TensorFlow anywhere).
 
-Runs are found by shape, states and key figures come from `wm.status`, metrics are read incrementally from
+Runs are found by shape, states and key figures come from `wm.tools.status`, metrics are read incrementally from
 `metrics/<stage>.jsonl`, and the launch form's config is resolved exactly as the CLI will resolve it.
 """
 
@@ -16,12 +16,12 @@ from typing import Any
 
 import yaml
 
-from wm.format import figures, number
-from wm.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
+from wm.core.format import figures, number
+from wm.core.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
 
 # Per stage short name: (main plot series, throughput series), from the stage registry.
 PLOTS: dict[str, tuple[tuple[str, ...], str | None]] = {s.name: (s.watch, s.rate) for s in STAGES}
-fmt, figures_text = number, figures  # one home for number formatting (wm.format)
+fmt, figures_text = number, figures  # one home for number formatting (wm.core.format)
 
 
 def is_run(path: Path) -> bool:
@@ -37,13 +37,13 @@ def find_runs(root: Path) -> list[Path]:
     if not root.is_dir():
         return []
     runs = sorted(p for p in root.iterdir() if not p.name.startswith(".") and is_run(p))
-    # rounds of iterative training (`<run>/round<k>`, see wm/iterate.py) are runs of their own, listed after theirs
+    # rounds of iterative training (`<run>/round<k>`, see wm/rounds/iterate.py) are runs of their own, listed after theirs
     return [q for p in runs for q in (p, *(r for r in round_dirs(p) if is_run(r)))]
 
 
 def run_summary(path: Path) -> str:
     """One line for the run picker: env and how many stages are done / running."""
-    from wm.status import stage_rows
+    from wm.tools.status import stage_rows
 
     run = RunDir(path)
     try:
@@ -157,7 +157,7 @@ def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapsh
 
     Blocking file reads: call it from a thread. Only one caller at a time may read a given `tail`.
     """
-    from wm.status import stage_rows
+    from wm.tools.status import stage_rows
 
     snap = RunSnapshot(verb, tail, env="  (new run: no config.yaml yet)")
     errors = []

@@ -2,7 +2,7 @@
 
 Importing this module must stay cheap: no TensorFlow, gymnasium, ViZDoom, cma or MPI at the top of any
 module reached from here (stage modules import those inside `run`). The verbs come from the stage registry
-(`wm.registry`).
+(`wm.core.registry`).
 
 Stage modules (`wm/stages/<x>.py`) expose `run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None`
 and optionally `add_args(parser)`. Tool modules expose `main(args) -> int` and optionally `add_args(parser)`.
@@ -20,15 +20,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from wm.errors import WMError
+from wm.core.errors import WMError
 
 if TYPE_CHECKING:
-    from wm.registry import Stage, Tool
+    from wm.core.registry import Stage, Tool
 
 
 def available_verbs() -> list[Stage | Tool]:
-    """The registered verbs (wm.registry), in `--help` order."""
-    from wm.registry import VERBS
+    """The registered verbs (wm.core.registry), in `--help` order."""
+    from wm.core.registry import VERBS
 
     return list(VERBS)
 
@@ -40,7 +40,8 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
         nargs="+",
         default=[],
         metavar="BLOCK",
-        help="config blocks over configs/base.yaml: the env's block first, the others left to right (e.g. doom_takecover tiny); "
+        help="config blocks over configs/base.yaml: the env's block first, then the others left to right "
+        "(e.g. doom_takecover tiny); "
         "default: the run's stored config.yaml",
     )
     p.add_argument("--run", required=True, help="run directory, e.g. runs/doom")
@@ -110,8 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def resolve_config(args: argparse.Namespace):
     """The config of a command: `--configs` blocks (or the run's stored config), then `--set`."""
-    from wm import config as C
-    from wm.rundir import RunDir
+    from wm.core import config as C
+    from wm.core.rundir import RunDir
 
     run = RunDir(args.run)
     if args.configs:
@@ -147,8 +148,8 @@ def _redo_hint(mod) -> str:
 
 
 def run_stage(module: str, args: argparse.Namespace) -> int:
+    from wm.core.rundir import RunDir
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
-    from wm.rundir import RunDir
 
     mod = importlib.import_module(module)
     run = RunDir(args.run)
@@ -175,9 +176,9 @@ def run_stage(module: str, args: argparse.Namespace) -> int:
 
 def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> int:
     """Run the stage; when it refuses (a `WMError` that is not a `RunFailed`), take back what the command wrote
-    about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.rundir.Snapshot`)."""
-    from wm.errors import RunFailed, WMError
-    from wm.rundir import Snapshot
+    about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.core.rundir.Snapshot`)."""
+    from wm.core.errors import RunFailed, WMError
+    from wm.core.rundir import Snapshot
 
     snap = Snapshot(run.path)
     try:
@@ -191,7 +192,7 @@ def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> in
 def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     import logging
 
-    from wm.rundir import stage
+    from wm.core.rundir import stage
 
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
     # error ---") to the console: the failure comes out as one `error:` line from the write that raises (issue 14).
@@ -252,16 +253,16 @@ def refuse_writes_into_the_package(args: argparse.Namespace) -> None:
 def tf_first(loads_tf: bool) -> None:
     """TensorFlow's devices before anything else: an MPI worker rank decides one thread and no GPU now, before TF
     is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
-    leave the decision to the stage's `run` (wm.tf_setup). A verb that loads TF anyway imports it here, its C++
+    leave the decision to the stage's `run` (wm.core.tf_setup). A verb that loads TF anyway imports it here, its C++
     start-up noise muted."""
     from wm.mpi import launched_rank
 
     if launched_rank() > 0:
-        from wm.tf_setup import decide
+        from wm.core.tf_setup import decide
 
         decide(threads=1, gpu=False)
     if loads_tf:
-        from wm.tf_setup import quiet_import
+        from wm.core.tf_setup import quiet_import
 
         quiet_import()
 
@@ -282,8 +283,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: Sequence[str] | None) -> int:
-    from wm.errors import RunFailed, WMError
-    from wm.registry import verb
+    from wm.core.errors import RunFailed, WMError
+    from wm.core.registry import verb
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -313,7 +314,7 @@ def _main(argv: Sequence[str] | None) -> int:
 
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM):
             raise
-        from wm.errors import describe_os_error
+        from wm.core.errors import describe_os_error
 
         where = e.filename if e.filename is not None else f"a file in {args.run}" if getattr(args, "run", None) else None
         print(f"error: {describe_os_error(e, where)}", file=sys.stderr)

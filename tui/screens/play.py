@@ -1,7 +1,7 @@
 """Play inside M's dream (or the real game) from the TUI: `p` on a run's screen.
 
 TensorFlow stays out of the TUI: the screen runs `python -m wm play --run R --serve [--real] [--agent]` (the step
-loop of `wm.play`, shared with its pygame window) and talks JSON lines with it: a step request per tick with the
+loop of `wm.tools.play`, shared with its pygame window) and talks JSON lines with it: a step request per tick with the
 keys held, a frame back (a PNG, drawn with textual-image: Kitty or Sixel graphics where the terminal has them,
 half blocks elsewhere). A terminal reports key presses, not releases, so a key counts as held for `HOLD_TICKS`
 ticks after its last press (a held key's auto-repeat keeps it held); space lets go of everything.

@@ -26,7 +26,7 @@ from wm.tui.widgets.follow_log import FollowLog
 from wm.tui.widgets.media import MediaView
 from wm.tui.widgets.plot import LinePlot
 
-from wm.rundir import STAGES, RunDir, stage
+from wm.core.rundir import STAGES, RunDir, stage
 
 if TYPE_CHECKING:
     from wm.tui.app import WMApp
@@ -293,7 +293,7 @@ class RunScreen(Screen[None]):
         if self.states.get(self.verb) in ("running", "starting", "stopping"):
             self.notify(f"{self.verb} is already running", severity="warning")
             return
-        from wm.config import blocks
+        from wm.core.config import blocks
 
         try:
             names = list(blocks())

@@ -1,6 +1,6 @@
 """The Media pane: the selected stage's pictures in the terminal, refreshed when their files change.
 
-What a stage shows is its image artifacts in the run directory (`wm.rundir.ARTIFACTS` entries ending in .png or
+What a stage shows is its image artifacts in the run directory (`wm.core.rundir.ARTIFACTS` entries ending in .png or
 .gif: V's `vae/reconstructions.png`, M's `mdnrnn/dream_preview.gif`), and for `evaluate` the episode GIFs of every
 `eval/<tag>/`, newest tag first. Images are drawn by textual-image, which picks Kitty graphics, Sixel or half
 blocks for the terminal (it queries the terminal when imported, so this module is imported before the app runs).
@@ -30,7 +30,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual_image.widget import Image
 
-from wm.rundir import ARTIFACTS, RunDir
+from wm.core.rundir import ARTIFACTS, RunDir
 
 FPS = 6  # animation timer rate: a GIF plays in real time, showing at most this many frames a second
 MAX_FRAMES = 300  # decoded frames kept per pane, shared by its files (long GIFs keep every k-th frame)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wm.core.errors import WMError
 from wm.data.episodes import EpisodeError, read_episode
-from wm.errors import WMError
 
 
 def split_episodes(paths: Sequence[Path], val_fraction: float, seed: int) -> tuple[list[Path], list[Path]]:

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wm.core.errors import WMError
 from wm.data.episodes import EpisodeError, check_folder, read_episode
-from wm.errors import WMError
 
 
 @dataclass

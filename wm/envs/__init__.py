@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wm.errors import WMError
+from wm.core.errors import WMError
 
 if TYPE_CHECKING:  # annotations only: this module stays NumPy-only at import
-    from wm.config import Config
+    from wm.core.config import Config
     from wm.envs.base import FrameEnv
 
 ENV_NAMES = ("doom_takecover", "carracing", "gym:<id>")

@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
 from wm.envs.preprocess import Crop, preprocess
 
 

@@ -17,11 +17,11 @@ import os
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import WMError
 from wm.envs import car_action
 from wm.envs.base import FrameEnv
 from wm.envs.preprocess import CAR_CROP, CAR_FULL
-from wm.errors import WMError
 
 ACTION_DIM = 3
 RENDERERS = ("official", "fast")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
 from wm.envs.base import FrameEnv
 from wm.envs.preprocess import DOOM_CROP
 

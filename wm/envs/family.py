@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wm.errors import WMError
+from wm.core.errors import WMError
 
 if TYPE_CHECKING:
-    from wm.config import Config
+    from wm.core.config import Config
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ import os
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import WMError
 from wm.envs import gym_actions, joystick_action
 from wm.envs.base import FrameEnv
-from wm.errors import WMError
 
 
 def gym_kwargs(items) -> dict:

@@ -6,7 +6,7 @@
   linear map of white noise, a = tanh(Wᵀz + b) with W (32 × 3), b (3). The h rows of W multiply zeros and are
   not drawn. z has the car V's 32 dims whatever `vae.z_dim` is, so the action statistics stay the authors'.
 - `brownian`: a random walk a ← clip(a + N(0, brownian_sigma²), −1, 1) from a ~ U(−1, 1)^A.
-- `agent`: a finished run's V + M + C with random hold segments mixed in (`wm.agent`, the paper's iterative
+- `agent`: a finished run's V + M + C with random hold segments mixed in (`wm.rollouts.agent`, the paper's iterative
   training, §5).
 - `hold` (Doom, §1b): a ~ U(−1, 1) held for a while. `collect.hold_rule = ha2018` is the authors' loop
   (`if frame % repeat == 0: draw a, draw repeat ~ U{1..10}`), whose holds end at the next multiple of the new
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from wm.config import Config
-from wm.errors import WMError
+from wm.core.config import Config
+from wm.core.errors import WMError
 
 POLICIES = ("random_agent", "brownian", "hold", "agent")
 RANDOM_AGENT_Z = 32  # the car V's z size (§1a, §2)
@@ -96,12 +96,12 @@ class Hold:
 def make_policy(cfg: Config, rng: np.random.Generator, action_dim: int) -> RandomAgent | Brownian | Hold:
     """The data policy `cfg.collect.policy` with its config parameters; `reset()` per episode, `act(obs)`.
 
-    `agent` (the trained V + M + C of `collect.agent_run`) needs trained models: `wm.agent`, built by the collect
+    `agent` (the trained V + M + C of `collect.agent_run`) needs trained models: `wm.rollouts.agent`, built by the collect
     stage (envs never import the agent).
     """
     c = cfg.collect
     if c.policy == "agent":
-        raise WMError("collect.policy agent is built from a trained run by the collect stage (wm.agent), not here")
+        raise WMError("collect.policy agent is built from a trained run by the collect stage (wm.rollouts.agent), not here")
     if c.policy == "random_agent":
         return RandomAgent(rng, action_dim, float(c.random_agent_stdev))
     if c.policy == "brownian":

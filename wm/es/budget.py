@@ -17,8 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from wm.core.errors import WMError
 from wm.envs.family import family
-from wm.errors import WMError
 
 
 @dataclass

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.es import state as es_state
-from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 
 def penalized_fitness(returns: np.ndarray, params: np.ndarray, weight_decay: float) -> np.ndarray:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from wm.errors import WMError
+from wm.core.errors import WMError
 from wm.es import state as es_state
 from wm.es.cmaes import episode_seeds, member_seeds, told_fitness
 

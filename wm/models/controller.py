@@ -21,7 +21,7 @@ import numpy as np
 from wm.envs import JOYSTICK_THRESHOLD, action_post, post_action
 
 if TYPE_CHECKING:  # annotations only
-    from wm.config import Config
+    from wm.core.config import Config
 
 MODES = ("z", "zh", "zc", "zch", "z_hidden")
 _INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
@@ -43,7 +43,7 @@ class Controller:
     ):
         mode = mode.lower()
         if mode not in MODES:
-            from wm.errors import WMError
+            from wm.core.errors import WMError
 
             raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.z_dim, self.hidden, self.action_dim = mode, int(z_dim), int(hidden), int(action_dim)

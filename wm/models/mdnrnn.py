@@ -19,7 +19,7 @@ The head returns plain tensors (`MDNOutput`); the TFP mixtures are built only in
 Dropout (`mdnrnn.dropout` p, off in the paper presets; Dropout's Dream Land, anchors_2026.md): the latent part of
 the input (not the action or restart flag) and the previous h entering the recurrent matmul are multiplied by
 fixed masks (keep with probability 1 − p, scaled by 1/(1 − p)): one mask per sequence row while training (drawn
-from the step counter, so a resume draws the same), one per dream episode in the dream (`wm.dream`), none in the
+from the step counter, so a resume draws the same), one per dream episode in the dream (`wm.rollouts.dream`), none in the
 real env. It needs the custom cell (`auto` picks it; cuDNN has no per-row recurrent mask).
 
 `lstm` picks how a teacher-forced sequence runs (`mdnrnn.lstm`; the one-step `step` of the dream and the agents is
@@ -43,7 +43,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from wm.errors import WMError
+from wm.core.errors import WMError
 from wm.models import mixture
 
 
@@ -450,7 +450,7 @@ def make_train_step(
 
 
 def save_config(model: MDNRNN, path: str | Path) -> None:
-    from wm.rundir import atomic_write_json
+    from wm.core.rundir import atomic_write_json
 
     atomic_write_json(path, model.config_dict())
 

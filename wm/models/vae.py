@@ -24,7 +24,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from wm.errors import WMError  # noqa: E402
+from wm.core.errors import WMError  # noqa: E402
 
 FRAME = (64, 64, 3)
 

@@ -32,7 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import RunFailed, WMError
+from wm.core.procpool import spawn_map
+from wm.core.rundir import RunDir
+from wm.core.seeds import training_seed
 from wm.data.episodes import (
     EpisodeError,
     check_file,
@@ -42,10 +46,6 @@ from wm.data.episodes import (
     list_episodes,
     write_episode,
 )
-from wm.errors import RunFailed, WMError
-from wm.procpool import spawn_map
-from wm.rundir import RunDir
-from wm.seeds import training_seed
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
 
@@ -53,7 +53,7 @@ MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this 
 def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.random.Generator]:
     """(env seed, policy generator) of one attempt at one episode slot, from SeedSequence([run_seed, slot, attempt])."""
     env_ss, policy_ss = np.random.SeedSequence([int(run_seed), int(slot), int(attempt)]).spawn(2)
-    env_seed = training_seed(int(env_ss.generate_state(1, np.uint32)[0]))  # never an evaluation seed (wm.seeds)
+    env_seed = training_seed(int(env_ss.generate_state(1, np.uint32)[0]))  # never an evaluation seed (wm.core.seeds)
     return env_seed, np.random.default_rng(policy_ss)
 
 
@@ -136,10 +136,10 @@ class CollectWorker:
 
 
 def agent_models(cfg: Config, run_dir: Path | None) -> Any:
-    """The `agent` policy's V + M + C (`wm.agent.AgentModels`), or None for every other data policy."""
+    """The `agent` policy's V + M + C (`wm.rollouts.agent.AgentModels`), or None for every other data policy."""
     if cfg.collect.policy != "agent":
         return None
-    from wm.agent import AgentModels, agent_source
+    from wm.rollouts.agent import AgentModels, agent_source
 
     return AgentModels(cfg, agent_source(cfg, run_dir))
 
@@ -159,7 +159,7 @@ def collect_slot(
     for attempt in range(MAX_ATTEMPTS):
         env_seed, rng = episode_seeds(cfg.run.seed, slot, attempt)
         if agent is not None:
-            from wm.agent import AgentPolicy
+            from wm.rollouts.agent import AgentPolicy
 
             c = cfg.collect
             policy = AgentPolicy(agent, rng, float(c.explore), int(c.hold_min), int(c.hold_max))
@@ -210,9 +210,9 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dict[str, float]:
     """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures."""
+    from wm.core.metrics import make_logger
     from wm.envs import action_dim
     from wm.envs.policies import POLICIES
-    from wm.metrics import make_logger
 
     action_dim(cfg)
     if cfg.collect.policy not in POLICIES:
@@ -220,7 +220,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
     if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
         raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
     if cfg.collect.policy == "agent":
-        from wm.agent import agent_source, check_agent_run
+        from wm.rollouts.agent import agent_source, check_agent_run
 
         check_agent_run(agent_source(cfg, run.path))
     workers = int(getattr(args, "workers", None) or cfg.collect.workers)

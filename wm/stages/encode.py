@@ -14,7 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.metrics import make_logger
+from wm.core.rundir import RunDir, atomic_savez
 from wm.data.episodes import (
     SERIES_KEYS,
     EpisodeError,
@@ -26,9 +29,6 @@ from wm.data.episodes import (
     read_episode,
     write_episode,
 )
-from wm.errors import WMError
-from wm.metrics import make_logger
-from wm.rundir import RunDir, atomic_savez
 
 
 def _series_ok(path: Path, z_dim: int) -> bool:
@@ -54,7 +54,7 @@ def encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
-    from wm import tf_setup
+    from wm.core import tf_setup
     from wm.models.vae import load_vae, make_encoder
 
     z_dim, bs = int(cfg.vae.z_dim), int(cfg.encode.batch_size)

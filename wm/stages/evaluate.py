@@ -3,10 +3,10 @@
     python -m wm evaluate --run runs/doom                  # trained C (best) in the real env, 100 episodes → DONE
     python -m wm evaluate --run runs/doom --random         # random policy baseline (Doom paper: 210 ± 108), no model
     python -m wm evaluate --run runs/doom --dream          # C inside M at dream.temperature (or --temperature)
-    python -m wm evaluate --run runs/doom --sweep          # Doom τ table: dream and real score per τ (wm/sweep.py)
+    python -m wm evaluate --run runs/doom --sweep          # Doom τ table: dream and real score per τ (wm/tools/sweep.py)
 
-The protocol (seeds, summary, files) is `wm.evaluation`, the episodes are played by the evaluation engine
-(`wm.engine`), the GIFs drawn by `wm.recording`; this module is the stage. Results go to
+The protocol (seeds, summary, files) is `wm.rollouts.evaluation`, the episodes are played by the evaluation engine
+(`wm.rollouts.engine`), the GIFs drawn by `wm.rollouts.recording`; this module is the stage. Results go to
 `eval/<tag>/{episodes.jsonl,summary.json,episode_000.gif}`; the default real evaluation also writes
 `eval/summary.json` (read by `wm status`) and `eval/DONE`. Every other mode is a side run (`side_run`) that neither
 needs nor touches DONE.
@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from wm.config import Config
-from wm.errors import WMError
-from wm.rundir import RunDir, atomic_write_json
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_write_json
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -62,24 +62,24 @@ def side_run(args: argparse.Namespace) -> bool:
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
-    from wm import config as C
-    from wm.engine import kind_of
-    from wm.evaluation import MODES, Progress, format_summary, play, seed_list, write_results
-    from wm.metrics import make_logger
+    from wm.core import config as C
+    from wm.core.metrics import make_logger
     from wm.mpi import launched_rank
-    from wm.recording import record_episode, save_episode_gif
-    from wm.world import input_digest, load_world
+    from wm.rollouts.engine import kind_of
+    from wm.rollouts.evaluation import MODES, Progress, format_summary, play, seed_list, write_results
+    from wm.rollouts.recording import record_episode, save_episode_gif
+    from wm.rollouts.world import input_digest, load_world
 
     if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
         return
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
-    # pool (`wm.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
+    # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
     # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
     tf_setup.setup(threads=None, gpu=False)
     if getattr(args, "sweep", False):
-        from wm import sweep
+        from wm.tools import sweep
 
         sweep.run_sweep(cfg, run, args)
         return
@@ -104,7 +104,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         extra["temperature"] = temperature
     default = not side_run(args)
     prefix = "eval" if default else f"eval/{tag}"
-    # the dream runs every episode in one batched graph (wm/dream.py): one process, no TF start-up per worker
+    # the dream runs every episode in one batched graph (wm/rollouts/dream.py): one process, no TF start-up per worker
     workers = 1 if dream else int(cfg.evaluate.workers)
     with make_logger(run, "evaluate") as log:
         log.info(

@@ -23,7 +23,7 @@ to `es_state.npz` on the spot; without the flag the stage refuses in one line an
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
 of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it).
 
-`es.fitness`: `dream` (M as the env, `wm.dream`), `real` (V + M + C in real envs, `wm.rollout`), or `toy`
+`es.fitness`: `dream` (M as the env, `wm.rollouts.dream`), `real` (V + M + C in real envs, `wm.rollouts.rollout`), or `toy`
 (a quadratic, for tests of this machinery without trained models).
 """
 
@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_savez
+from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.envs.family import family
-from wm.errors import WMError
 from wm.es import state as es_state
-from wm.rundir import RunDir, atomic_savez
-from wm.seeds import SEED_HIGH, TRAINING_FLOOR
 
 VERB = "train-controller"
 STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
@@ -171,14 +171,14 @@ DEVICES = ("auto", "cpu", "gpu")
 
 
 def decide_devices(cfg: Config, under_mpi: bool) -> Any:
-    """This process's TF devices (`wm.tf_setup.decide`), decided once before anything starts TF; returns them.
+    """This process's TF devices (`wm.core.tf_setup.decide`), decided once before anything starts TF; returns them.
 
     Under mpirun rank 0 runs CMA-ES and never a model: one thread, no GPU (the worker ranks decide the same in the
     CLI). Alone with dream fitness this process is the batched pool's only worker: all TF threads, and the GPU as
     `es.device` says (`auto`: when TF sees one, an earlier decision of this process kept; `cpu`: never; `gpu`:
     a WMError when TF sees none). Alone with real or toy fitness: one thread, no GPU (the engine's CPU worker).
     """
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     device = str(cfg.es.device)
     if device not in DEVICES:
@@ -330,13 +330,13 @@ def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algori
 def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
     from dataclasses import replace
 
-    from wm.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+    from wm.core.metrics import make_logger
     from wm.envs import action_dim
     from wm.es.budget import Curriculum, fitness_budget
     from wm.es.others import es_from_state, make_es
-    from wm.metrics import make_logger
     from wm.models.controller import Controller
     from wm.mpi import StopFlag, launched_size, make_pool
+    from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 
     check_upstream(cfg, run)
     es_cfg = cfg.es
@@ -526,7 +526,7 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
     workers get a real-env context (`pool.reinit`); the checks of one draw go out together."""
     from dataclasses import replace
 
-    from wm.engine import evaluate_task, gather, init_worker, make_tasks
+    from wm.rollouts.engine import evaluate_task, gather, init_worker, make_tasks
 
     N = int(cfg.es.pick_real)
     found = run.checks()

@@ -10,7 +10,7 @@ batches (they are a function of (run.seed, step)). Metrics: `mdnrnn/step`, `mdnr
 `mdnrnn/done_loss` (and `mdnrnn/reward_loss` with a reward head), `mdnrnn/lr`, `mdnrnn/steps_per_s`.
 `mdnrnn.lstm` picks the sequence implementation (`wm.models.mdnrnn`: the custom cell, or `keras.layers.LSTM`/cuDNN
 on a view of the same weights); `mdnrnn.dropout` and `mdnrnn.predict_reward` are described there. Batches are
-assembled in a background thread (`wm.training.prefetch`) while the step runs; the losses are read back (a device
+assembled in a background thread (`wm.models.training.prefetch`) while the step runs; the losses are read back (a device
 sync), checked and logged every `READ_EVERY` steps and before every save, one record per step as before.
 """
 
@@ -21,10 +21,10 @@ from contextlib import closing
 
 import numpy as np
 
-from wm.config import Config
-from wm.errors import WMError
-from wm.metrics import make_logger
-from wm.rundir import RunDir, atomic_savez
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.metrics import make_logger
+from wm.core.rundir import RunDir, atomic_savez
 
 PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
 READ_EVERY = 10  # losses are read back (a device sync), checked and logged every this many steps and at every save
@@ -34,13 +34,13 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
         raise WMError(f"{run.stage_dir('encode')}/DONE missing: run encode first")
-    from wm import tf_setup
+    from wm.core import tf_setup
 
     tf = tf_setup.setup()
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
     from wm.envs import action_dim
     from wm.models.mdnrnn import MDNRNN, config_path, lr_value, make_optimizer, make_train_step, save_config
-    from wm.training import Checkpoint, Deferred, Rate, check_finite, prefetch, save_weights
+    from wm.models.training import Checkpoint, Deferred, Rate, check_finite, prefetch, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
@@ -222,11 +222,11 @@ def _load_carry(path, state: dict, model, batch: int):
 
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.dream import DreamEnv, done_options
-    from wm.engine import dream_episode
-    from wm.media import save_gif
-    from wm.recording import decode
-    from wm.world import load_world
+    from wm.core.media import save_gif
+    from wm.rollouts.dream import DreamEnv, done_options
+    from wm.rollouts.engine import dream_episode
+    from wm.rollouts.recording import decode
+    from wm.rollouts.world import load_world
 
     n = int(cfg.mdnrnn.preview_episodes)
     if n <= 0:

@@ -7,7 +7,7 @@ stream is a function of (seed, epoch) and the consumed batches are skipped, and 
 of the step, so the result equals an uninterrupted run.
 
 Speed (GPU issue): the losses stay on the device and are read back every `SYNC_EVERY` steps and before every save
-(`wm.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU, or on a CPU where a ≈ 20 s probe
+(`wm.models.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU, or on a CPU where a ≈ 20 s probe
 times XLA faster: `wm.models.vae.probes_xla`) compiles the steps with XLA (the noise is drawn outside it, so it does
 not change the numbers); `vae.parallel_files` 0 decodes one episode file per
 core; one GPU unless `vae.multi_gpu` (then scale `vae.batch_size`).
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from wm.config import Config
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.metrics import Logger, make_logger
+from wm.core.rundir import RunDir
 from wm.data.episodes import Checked, EpisodeError, check_folder, episode_spec, read_episode
 from wm.data.frames import batches_per_epoch, decode_files, frame_dataset, split_episodes, val_subset
-from wm.errors import WMError
-from wm.metrics import Logger, make_logger
-from wm.rundir import RunDir
 
 CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
@@ -77,8 +77,9 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
     """
-    from wm import tf_setup
-    from wm.media import image_grid, save_png
+    from wm.core import tf_setup
+    from wm.core.media import image_grid, save_png
+    from wm.models.training import Checkpoint, Deferred, EarlyStopping, Rate, check_finite, save_weights
     from wm.models.vae import (
         ConvVAE,
         make_eval_step,
@@ -88,7 +89,6 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         use_xla,
         xla_probe,
     )
-    from wm.training import Checkpoint, Deferred, EarlyStopping, Rate, check_finite, save_weights
 
     v = cfg.vae
     out = run.stage_dir("train-vae")

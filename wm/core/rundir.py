@@ -1,0 +1,607 @@
+"""The run directory: the one contract every stage shares (DESIGN.md).
+
+`runs/<name>/` holds `config.yaml` (the resolved config, written when the run is created), one folder per
+stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`.
+Everything is written under a temporary name and renamed, so a crash never leaves a half file visible.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import io
+import json
+import os
+import re
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from wm.core.config import Config, defaults, flatten, update
+from wm.core.errors import WMError, WriteError, describe_os_error
+from wm.core.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
+
+# The registry owns the stages; these names are re-exported for the run dir's readers.
+__all__ = [
+    "ARTIFACTS",
+    "FREE_SECTIONS",
+    "GLOBAL_SECTIONS",
+    "PARAMS",
+    "STAGES",
+    "RunDir",
+    "Stage",
+    "atomic_path",
+    "atomic_save",
+    "atomic_savez",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "read_jsonl",
+    "round_dirs",
+    "stage",
+]
+
+# Every artifact of a run: key -> (stage verb whose folder holds it, name inside that folder). No other module
+# spells an artifact's file name; they ask `RunDir` (tests/test_registry.py greps for stray names).
+ARTIFACTS: dict[str, tuple[str, str]] = {
+    "episodes": ("collect", ""),
+    "vae_weights": ("train-vae", "vae.weights.h5"),
+    "reconstructions": ("train-vae", "reconstructions.png"),
+    "series": ("encode", ""),
+    "initial_z": ("encode", "initial_z.npz"),
+    "mdnrnn_weights": ("train-mdnrnn", "mdnrnn.weights.h5"),
+    "dream_preview": ("train-mdnrnn", "dream_preview.gif"),
+    "es_state": ("train-controller", "es_state.npz"),
+    "es_state_legacy": ("train-controller", "es_state.pkl"),  # an older version's pickle: read only when trusted
+    "params_best": ("train-controller", "best.npz"),
+    "params_mean": ("train-controller", "mean.npz"),
+    "eval_summary": ("evaluate", "summary.json"),
+    "tau_sweep": ("evaluate", "temperature_sweep.json"),
+    "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
+}
+PARAMS = {"best": "params_best", "mean": "params_mean"}
+EPISODE_FILE = re.compile(
+    r"^ep_(\d{6,})\.npz$"
+)  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
+
+
+# ---------------------------------------------------------------- atomic writes
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux tells it (/proc), else set and restored at once."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def plain_mode(path: str | os.PathLike[str], folder: bool = False) -> None:
+    """Give a file (or folder) made by `tempfile`, which creates them 0600 (0700), the mode a plain `open` (`mkdir`)
+    would have given under the umask: a group's shared project folder, a served report, another user's `results`."""
+    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path next to `path`; on clean exit it is fsynced and renamed onto `path`.
+
+    On an exception the temporary file is removed and `path` is untouched. The temporary name keeps the
+    suffix of `path` (libraries such as Keras and NumPy insist on it) and starts with `.tmp-`, which every
+    reader of the run dir ignores (and the CLI removes from a stage's folder when the stage starts).
+
+    An OSError on the way (a full disk, a read-only or forbidden folder, inside the body too) becomes a
+    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...` (issue 14).
+    """
+    path = Path(path)
+    tmp_path = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
+        os.close(fd)
+        tmp_path = Path(tmp)
+        plain_mode(tmp_path)
+        yield tmp_path
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    except WriteError:
+        raise
+    except OSError as e:
+        raise WriteError(describe_os_error(e, path)) from e
+    finally:
+        if tmp_path is not None:
+            with contextlib.suppress(OSError):
+                tmp_path.unlink(missing_ok=True)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, level: int = 1, **arrays: np.ndarray) -> None:
+    """An `.npz` (readable by `np.load`) written to a temporary name, then renamed.
+
+    Deflate level 1 instead of NumPy's default 6: on episode frames it is ~4× faster for ~10 % larger files,
+    which matters when collection workers share the cores with the games (measured in bench/collect.py).
+    """
+    import zipfile
+
+    buf = io.BytesIO()
+    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
+    with zipfile.ZipFile(buf, "w", compression=mode, compresslevel=level if compressed else None) as zf:
+        for name, arr in arrays.items():
+            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
+                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> None:
+    """Call `save(tmp_path)` (e.g. `model.save_weights`) and rename the result onto `path`."""
+    with atomic_path(path) as tmp:
+        save(tmp)
+
+
+def same_file(a: Path, b: Path) -> bool:
+    """The same bytes: a hard link (rounds link their V) without reading, else compared in full; False when b is
+    missing."""
+    import filecmp
+
+    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+# ---------------------------------------------------------------- run directory
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed process not yet reaped by its parent is a zombie: dead for our purposes
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+class RunDir:
+    """Paths and state of one run directory."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __truediv__(self, other: str) -> Path:
+        return self.path / other
+
+    # -- layout
+    @property
+    def config_path(self) -> Path:
+        return self.path / "config.yaml"
+
+    def stage_dir(self, key: str) -> Path:
+        return self.path / stage(key).dir
+
+    def resolve(self, p: str | Path) -> Path:
+        """A path from the config: absolute as it is, relative from this run's directory."""
+        p = Path(p)
+        return p if p.is_absolute() else self.path / p
+
+    def log_path(self, key: str) -> Path:
+        return self.path / "logs" / f"{stage(key).name}.log"
+
+    def metrics_path(self, key: str) -> Path:
+        return self.path / "metrics" / f"{stage(key).name}.jsonl"
+
+    @property
+    def tb_dir(self) -> Path:
+        return self.path / "tb"
+
+    # -- run-level files (not a stage's): the report, its plots, the pipeline's timings, iterative training's rounds
+    @property
+    def report_path(self) -> Path:
+        return self.path / "report.md"
+
+    @property
+    def plots_dir(self) -> Path:
+        return self.path / "plots"
+
+    @property
+    def timings_path(self) -> Path:
+        """`pipeline_timings.jsonl`: one line per pipeline invocation, seconds per stage."""
+        return self.path / "pipeline_timings.jsonl"
+
+    @property
+    def rounds_path(self) -> Path:
+        """`rounds.json`: iterative training's record: each pass's real check and dream scores, which C is the result."""
+        return self.path / "rounds.json"
+
+    @property
+    def clock_path(self) -> Path:
+        """`clock.json`: the pass being worked on and the run's minutes (the time budget's clock) at its last finished
+        stage, check or progress line, so a pass a kill interrupts keeps the time it had taken (`RunClock`)."""
+        return self.path / "clock.json"
+
+    # -- artifacts (ARTIFACTS): the only place their file names are spelled
+    def artifact(self, key: str) -> Path:
+        """The path of artifact `key` of this run (KeyError for an unknown key)."""
+        verb, name = ARTIFACTS[key]
+        folder = self.stage_dir(verb)
+        return folder / name if name else folder
+
+    @property
+    def episodes_dir(self) -> Path:
+        return self.artifact("episodes")
+
+    @property
+    def series_dir(self) -> Path:
+        return self.artifact("series")
+
+    @property
+    def vae_weights(self) -> Path:
+        return self.artifact("vae_weights")
+
+    @property
+    def mdnrnn_weights(self) -> Path:
+        return self.artifact("mdnrnn_weights")
+
+    @property
+    def initial_z(self) -> Path:
+        return self.artifact("initial_z")
+
+    @property
+    def es_state(self) -> Path:
+        return self.artifact("es_state")
+
+    @property
+    def es_state_legacy(self) -> Path:
+        return self.artifact("es_state_legacy")
+
+    def params(self, which: str) -> Path:
+        """Controller parameters `best` or `mean` (`controller/<which>.npz`)."""
+        if which not in PARAMS:
+            raise WMError(f"controller parameters must be one of {sorted(PARAMS)}, got {which!r}")
+        return self.artifact(PARAMS[which])
+
+    @property
+    def checks_dir(self) -> Path:
+        """`controller/checks/`: C's CMA mean at each of its checks (`check_params`)."""
+        return self.params("mean").parent / "checks"
+
+    def check_params(self, generation: int) -> Path:
+        """`controller/checks/gen_NNNN.npz`: C's CMA mean at one of its checks (`es.eval_every`), with the check's
+        score, its draw (`es.draws`) and, once `es.pick_real` played it, its real score: the points of a real-game
+        learning curve."""
+        return self.checks_dir / f"gen_{generation:04d}.npz"
+
+    def check_files(self) -> list[Path]:
+        """Every kept check's file (`check_params`) in generation order, unread."""
+        return sorted(self.checks_dir.glob("gen_*.npz")) if self.checks_dir.exists() else []
+
+    def checks(self) -> list[tuple[Path, dict[str, np.ndarray]]]:
+        """Every kept check in generation order: its file and its arrays (read once, the file closed)."""
+        out = []
+        for f in self.check_files():
+            with np.load(f) as z:
+                out.append((f, {k: z[k] for k in z.files}))
+        return out
+
+    def eval_dir(self, tag: str) -> Path:
+        """`eval/<tag>/`: episodes.jsonl, summary.json and GIFs of one evaluation."""
+        return self.stage_dir("evaluate") / tag
+
+    def eval_summary(self, tag: str | None = None) -> Path:
+        """The default evaluation's `eval/summary.json`, or `eval/<tag>/summary.json`."""
+        path = self.artifact("eval_summary")
+        return path if tag is None else self.eval_dir(tag) / path.name
+
+    def count_episodes(self, folder: Path) -> int:
+        """How many episode files (`ep_NNNNNN.npz`) `folder` holds; temporaries and other files are not counted."""
+        return sum(1 for p in folder.iterdir() if EPISODE_FILE.match(p.name)) if folder.is_dir() else 0
+
+    def eval_summaries(self) -> list[Path]:
+        """Every `eval/<tag>/summary.json` of the run, sorted by tag."""
+        return sorted(self.stage_dir("evaluate").glob(f"*/{self.artifact('eval_summary').name}"))
+
+    def eval_episodes(self, tag: str) -> Path:
+        return self.eval_dir(tag) / "episodes.jsonl"
+
+    # -- sentinels and state
+    def is_done(self, key: str) -> bool:
+        return (self.stage_dir(key) / "DONE").exists()
+
+    def mark_done(self, key: str, info: dict[str, Any] | None = None) -> None:
+        """Write `<stage>/DONE` last, after every artifact of the stage is on disk."""
+        atomic_write_json(self.stage_dir(key) / "DONE", info or {})
+
+    def done_info(self, key: str) -> dict[str, Any]:
+        """The figures a stage wrote into its DONE ({} when missing or unreadable)."""
+        try:
+            info = json.loads((self.stage_dir(key) / "DONE").read_text())
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def clear_done(self, key: str) -> None:
+        (self.stage_dir(key) / "DONE").unlink(missing_ok=True)
+
+    def started(self, key: str) -> bool:
+        d = self.stage_dir(key)
+        return (d.exists() and any(d.iterdir())) or self.metrics_path(key).exists()
+
+    def lock_owner(self, key: str) -> int | None:
+        """PID of a live process holding the stage's LOCK, else None (a stale lock is ignored)."""
+        lock = self.stage_dir(key) / "LOCK"
+        try:
+            info = json.loads(lock.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        pid = int(info.get("pid", 0))
+        if info.get("host") != socket.gethostname():
+            return pid
+        return pid if pid and _pid_alive(pid) else None
+
+    def state(self, key: str) -> str:
+        """One of: 'not started', 'running', 'resumable', 'done'."""
+        if self.is_done(key):
+            return "done"
+        if self.lock_owner(key) is not None:
+            return "running"
+        return "resumable" if self.started(key) else "not started"
+
+    @contextlib.contextmanager
+    def lock(self, key: str) -> Iterator[None]:
+        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'.
+
+        Taken before anything else is written (the CLI binds the config inside it): a command refused because the
+        stage is running has created nothing, not even the stage's folder. The LOCK is created with a hard link,
+        which fails when another process holds it, so two commands started together cannot both get it. When the
+        guarded block raises, the folders this call created are removed again if they are empty, so a command
+        refused inside it (a config conflict) leaves no trace either.
+        """
+        verb = stage(key).verb
+        owner = self.lock_owner(key)
+        if owner is not None and owner != os.getpid():
+            raise WMError(f"stage {verb} is already running in this run dir (pid {owner})")
+        folder = self.stage_dir(key)
+        created, p = [], folder
+        while not p.exists():
+            created.append(p)
+            p = p.parent
+        lock = folder / "LOCK"
+        ok = False
+        try:
+            try:
+                self._take_lock(folder, lock, verb)
+            except OSError as e:
+                raise WriteError(describe_os_error(e, lock)) from e
+            yield
+            ok = True
+        finally:
+            if self.lock_owner(key) == os.getpid():
+                lock.unlink(missing_ok=True)
+            if not ok:
+                for d in created:  # deepest first; only empty ones go
+                    with contextlib.suppress(OSError):
+                        d.rmdir()
+
+    def _take_lock(self, folder: Path, lock: Path, verb: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=folder)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump({"pid": os.getpid(), "host": socket.gethostname()}, f)
+            try:
+                os.link(tmp, lock)
+            except FileExistsError:  # a stale LOCK (dead owner), or a racing command that got it first
+                owner = self.lock_owner(verb)
+                if owner is not None and owner != os.getpid():
+                    raise WMError(f"stage {verb} is already running in this run dir (pid {owner})") from None
+                os.replace(tmp, lock)
+            except OSError as e:  # a file system without hard links
+                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
+                    raise
+                os.replace(tmp, lock)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def remove_temporaries(self, key: str, recursive: bool = True) -> list[Path]:
+        """Delete the `.tmp-*` files (torn atomic writes of a killed run) under the stage's folder, and return them.
+
+        Call it only while holding the stage's LOCK, when they can only be leftovers. `recursive=False` keeps to the
+        folder itself (a stage whose side runs write into subfolders without the LOCK, e.g. `evaluate --dream`).
+        """
+        folder = self.stage_dir(key)
+        if not folder.is_dir():
+            return []
+        found = folder.rglob(".tmp-*") if recursive else folder.glob(".tmp-*")
+        removed = []
+        for p in found:
+            with contextlib.suppress(FileNotFoundError):
+                # a fresh `.tmp-LOCK-*` is another command's attempt at the LOCK (it is about to be refused)
+                if p.name.startswith(".tmp-LOCK-") and time.time() - p.stat().st_mtime < 60:
+                    continue
+                if p.is_file() or p.is_symlink():
+                    p.unlink()
+                    removed.append(p)
+        return removed
+
+    # -- config
+    def load_config(self) -> Config | None:
+        """The stored config over `configs/base.yaml`'s defaults: a run made before a key existed gets its default
+        (an old run resumed or evaluated by newer code); a stored key base.yaml no longer has is an error naming it."""
+        if not self.config_path.exists():
+            return None
+        stored = yaml.safe_load(self.config_path.read_text()) or {}
+        return update(defaults(), stored, source=str(self.config_path))
+
+    def config_changes(self, cfg: Config) -> list[str]:
+        """`key: old -> new` for every stored setting that `cfg` changes (keys new to base.yaml are no change)."""
+        stored = self.load_config()
+        if stored is None:
+            return []
+        old, new = flatten(stored.to_dict()), flatten(cfg.to_dict())
+        return [f"{k}: {old[k]!r} -> {new[k]!r}" for k in sorted(old) if k in new and old[k] != new[k]]
+
+    def bind_config(self, cfg: Config, key: str | None = None, write: bool = True) -> Config:
+        """Create the run with `cfg`, or check `cfg` against the stored config for stage `key`.
+
+        A stage may change its own sections (and those of stages that have not started); a change to a
+        global section or to a started upstream stage's section is refused with the differing keys.
+        Returns the config to use (stored + allowed changes), which is written back unless `write` is False
+        (the CLI checks a finished stage's command without applying its changes). Run it under the stage's
+        LOCK (wm.cli does): a command refused for a running stage must not have rewritten its config.
+        """
+        stored = self.load_config()
+        if stored is None:
+            if not write:
+                return cfg
+            self.path.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(self.config_path, cfg.to_yaml())
+            return cfg
+        old, new = flatten(stored.to_dict()), flatten(cfg.to_dict())
+        diff = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if not diff:
+            return stored
+        own = set(stage(key).sections) if key else set()
+        refused = []
+        for k in diff:
+            if k not in old:  # a key added to base.yaml after the run was created: it takes its value, no conflict
+                continue
+            section = k.split(".")[0]
+            if section in own or section in FREE_SECTIONS:
+                continue
+            owner = next((s for s in STAGES if section in s.sections), None)
+            if owner is not None and not self.started(owner.verb):
+                continue
+            refused.append(k)
+        if refused:
+            lines = ", ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in refused[:6])
+            more = f" (+{len(refused) - 6} more)" if len(refused) > 6 else ""
+            raise WMError(
+                f"config differs from {self.config_path} in settings of stages that already ran: {lines}{more}; "
+                "use a new --run directory (or the same --configs/--set as before)"
+            )
+        if write:
+            atomic_write_text(self.config_path, cfg.to_yaml())
+        return cfg
+
+
+def round_dirs(path: Path) -> list[Path]:
+    """The iterative-training rounds of the run at `path` (`round1`, `round2`, … in number order; wm.rounds.iterate)."""
+    return sorted((p for p in Path(path).glob("round*") if p.name[5:].isdigit() and p.is_dir()), key=lambda p: int(p.name[5:]))
+
+
+# Files a command writes about itself rather than a stage's work: a refused command takes these back (`Snapshot`).
+BOOKKEEPING = ("config.yaml", "logs", "metrics", "tb", "mlruns")
+
+
+class Snapshot:
+    """What a run directory held before a command, so that a refused command can leave it as it found it.
+
+    A stage refuses (a `WMError`) on checks that belong before any write: config values, upstream artifacts, the
+    share of bad episode files, weights of another shape. Some of them can only be made once the stage has opened
+    its log and metrics, or after the CLI bound the config. `restore()` then puts back `config.yaml`'s bytes, cuts
+    appended logs and metrics back to their old length and removes the files and folders the command created —
+    only when everything it changed is bookkeeping (`BOOKKEEPING`, the stage's LOCK, empty folders): once the stage
+    has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.existed = path.exists()
+        self.config = (path / "config.yaml").read_bytes() if (path / "config.yaml").exists() else None
+        self.files: dict[Path, tuple[int, int]] = {}
+        self.dirs: set[Path] = set()
+        if self.existed:
+            for p in path.rglob("*"):
+                with contextlib.suppress(OSError):
+                    st = p.lstat()
+                    if p.is_dir() and not p.is_symlink():
+                        self.dirs.add(p)
+                    else:
+                        self.files[p] = (st.st_size, st.st_mtime_ns)
+
+    def _changes(self) -> tuple[list[Path], list[Path], list[Path]]:
+        """(files new, files changed, folders new) since the snapshot."""
+        new, changed, dirs = [], [], []
+        if not self.path.exists():
+            return new, changed, dirs
+        for p in self.path.rglob("*"):
+            try:
+                st = p.lstat()
+            except OSError:
+                continue
+            if p.is_dir() and not p.is_symlink():
+                if p not in self.dirs:
+                    dirs.append(p)
+            elif p not in self.files:
+                new.append(p)
+            elif self.files[p] != (st.st_size, st.st_mtime_ns):
+                changed.append(p)
+        return new, changed, dirs
+
+    def _bookkeeping(self, p: Path) -> bool:
+        rel = p.relative_to(self.path).parts
+        return rel[0] in BOOKKEEPING or rel[-1] == "LOCK"
+
+    def restore(self) -> bool:
+        """Undo the command's bookkeeping if that is all it wrote; True when the run dir is as it was."""
+        new, changed, dirs = self._changes()
+        if not all(self._bookkeeping(p) for p in new + changed):
+            return False
+        for p in new:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        for p in changed:
+            if p.name == "config.yaml" and p.parent == self.path and self.config is not None:
+                atomic_write_bytes(p, self.config)
+            else:  # an appended log or metrics file: its old length back
+                with contextlib.suppress(OSError), open(p, "r+b") as f:
+                    f.truncate(self.files[p][0])
+        for d in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        if not self.existed:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()
+        return True

@@ -1,0 +1,327 @@
+"""The evaluation engine: "controller parameters × seeds → returns and lengths", for every kind and every pool.
+
+`evaluate` (the stage, the τ sweep) and `train-controller` (CMA-ES fitness) both go through here:
+
+    spec = EvalSpec("dream", cfg.to_dict(), str(run.path))
+    with make_pool(init_worker, (spec,), ...) as pool:            # SerialPool, ProcessPool or MPIPool (mpi.pool)
+        returns, lengths, lost = run_tasks(pool, params, seeds, chunk)
+
+Kinds (`EvalSpec.kind`), each an evaluator `evaluate(params (P, n), seeds (P, K)) -> (returns, lengths)`:
+
+- `real`: `wm.rollouts.rollout.RealEvaluator`, V + M + C in several real envs stepped together, V/M batched;
+- `dream`: `wm.rollouts.dream.load_dream`, the whole chunk as one batch in one compiled TF graph (§5, §7);
+- `random`: uniform random controller-space actions in the real env (the paper's baseline, §9), params ignored;
+- `random-dream`: the same random policy inside M's dream;
+- `toy`: a noisy quadratic with fault-injection hooks, so ES/MPI machinery is tested without trained models
+  (files in `$WM_TOY_FAULTS`: `raise-<member>` makes the task holding that member raise once; `hang-<member>`
+  (text: seconds) makes it sleep that long once).
+
+A pool's initializer (`init_worker`) builds one `WorkerContext` per worker process: TensorFlow set up (one thread,
+no GPU on CPU workers; all threads and the GPU where allowed in train-controller's one-process batched dream pool)
+and the evaluator built once (V/M loaded once, envs opened once). The pool hands that context to every task
+(`evaluate_task(ctx, task)`) and closes it when the worker stops; nothing is cached in module globals.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from wm.core.errors import WMError
+
+KINDS = ("real", "dream", "random", "random-dream", "toy")
+# (members (k,), params (k, n), seeds (k, K)), optionally + the evaluator's keyword arguments (a training-time
+# episode budget of real fitness, wm.es.budget)
+Task = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray, dict]
+
+
+@dataclass(frozen=True)
+class EvalSpec:
+    """What a worker needs to build its evaluator: the kind, the resolved config (dict) and the run directory.
+
+    `temperature` overrides `dream.temperature` for the dream kinds (the τ sweep, `evaluate --temperature`).
+    """
+
+    kind: str
+    cfg: dict
+    run: str
+    temperature: float | None = None
+    threads: int | None = 1  # TF threads in the worker: 1 where processes or ranks are the parallelism
+    gpu: bool = False  # the GPU visible in the worker: only the one-process batched dream pool (es.device)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise WMError(f"unknown evaluation kind {self.kind!r} (expected one of {KINDS})")
+
+    def config(self) -> Any:
+        from wm.core import config as C
+
+        cfg = C.Config(self.cfg)
+        if self.temperature is not None:
+            cfg = C.update(cfg, {"dream": {"temperature": float(self.temperature)}}, source="temperature")
+        return cfg
+
+
+def kind_of(dream: bool, random: bool) -> str:
+    """The evaluation kind of the evaluate stage's `--dream` / `--random` flags."""
+    return ("random" if random else "") + ("-dream" if dream and random else "dream" if dream else "") or "real"
+
+
+# ---------------------------------------------------------------- evaluators
+
+
+class ToyEvaluator:
+    """A noisy quadratic: return = 100 − 100·mean((θ − θ*)²) + 0.1·N(0, 1) seeded; length = 10 + seed mod 50.
+
+    Deterministic given (params, seed), like the real evaluators, so resume equivalence can be tested.
+    """
+
+    def __init__(self, n: int, seed: int = 0):
+        self.target = np.random.default_rng([seed, 99]).uniform(-0.5, 0.5, n)
+
+    def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        params, seeds = np.asarray(params, np.float64), np.asarray(seeds, np.int64)
+        base = 100.0 - 100.0 * np.mean((params - self.target) ** 2, axis=1)
+        noise = 0.1 * np.array([[np.random.default_rng(int(s)).normal() for s in row] for row in seeds])
+        return base[:, None] + noise, (10 + seeds % 50).astype(np.int64)
+
+    def close(self) -> None:
+        pass
+
+
+def random_episode(env: Any, seed: int, max_steps: int, record: bool = False) -> tuple[float, int, dict[str, list]]:
+    """One episode of uniform random controller-space actions (the paper's random policy, §9) in a real env.
+
+    With `record`, also the raw screen and V's 64×64 input of every step (`frames["real"]`, `frames["input"]`).
+    """
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=int(seed))
+    shape = env.action_space.shape
+    frames: dict[str, list] = {"real": [], "input": []}
+    total, t = 0.0, 0
+    while t < max_steps:
+        if record:
+            frames["input"].append(obs)
+            frames["real"].append(info.get("raw", obs))
+        obs, r, term, trunc, info = env.step(rng.uniform(-1.0, 1.0, shape).astype(np.float32))
+        total, t = total + float(r), t + 1
+        if term or trunc:
+            break
+    return total, t, frames
+
+
+def dream_episode(
+    env: Any, seed: int, max_steps: int, random: bool, record: bool = False
+) -> tuple[float, int, dict[str, list]]:
+    """One episode of a `wm.rollouts.dream.DreamEnv`: C acts (`step(None)`) or uniform random actions (post-processed for
+    CarRacing, §6). With `record`, `frames["z"]` holds the dream's z at the start and after every step (V decodes
+    them into the dream's frames: `wm.rollouts.recording`, M's preview GIF)."""
+    rng = np.random.default_rng(seed)
+    env.reset(seed=int(seed))
+    frames: dict[str, list] = {"z": [env.z] if record else []}
+    total, t = 0.0, 0
+    while True:
+        a = None
+        if random:
+            a = env.controller.postprocess(rng.uniform(-1.0, 1.0, (1, env.controller.action_dim)).astype(np.float32))
+        _, r, term, trunc, _ = env.step(a)
+        total, t = total + float(r), t + 1
+        if record:
+            frames["z"].append(env.z)
+        if term or trunc or t >= max_steps:
+            return total, t, frames
+
+
+class EpisodeEvaluator:
+    """The evaluator interface over a per-episode function `episode(seed) -> (return, length)` (the random kinds)."""
+
+    def __init__(self, episode: Any, close: Any = None):
+        self.episode, self._close = episode, close
+
+    def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        seeds = np.atleast_2d(np.asarray(seeds, np.int64))
+        out = [[self.episode(int(s)) for s in row] for row in seeds]
+        return np.array([[r for r, _ in row] for row in out], float), np.array([[n for _, n in row] for row in out], np.int64)
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+
+
+def make_evaluator(spec: EvalSpec) -> Any:
+    """Build the evaluator of `spec` in this process (loads V/M, opens envs)."""
+    from wm.core.rundir import RunDir
+
+    cfg, run = spec.config(), RunDir(spec.run)
+    if spec.kind == "toy":
+        from wm.envs import action_dim
+        from wm.models.controller import Controller
+
+        return ToyEvaluator(Controller.from_config(cfg, action_dim(cfg)).n_params, int(cfg.es.seed))
+    if spec.kind == "dream":
+        from wm.rollouts.dream import load_dream
+
+        return load_dream(cfg, run)
+    if spec.kind == "real":
+        from wm.rollouts.rollout import RealEvaluator
+
+        return RealEvaluator.from_run(cfg, run, n_envs=int(cfg.es.real_envs_per_worker))
+    if spec.kind == "random":
+        from wm.envs import make_env
+
+        env = make_env(cfg)
+        return EpisodeEvaluator(lambda s: random_episode(env, s, int(cfg.env.max_steps))[:2], env.close)
+    from wm.rollouts.dream import dream_env  # random-dream
+
+    denv = dream_env(cfg, run)
+    return EpisodeEvaluator(lambda s: dream_episode(denv, s, int(cfg.dream.max_steps), random=True)[:2])
+
+
+# ---------------------------------------------------------------- the worker side
+
+
+class WorkerContext:
+    """Everything one worker process holds: the evaluator of one spec, built once. The pool passes it to tasks."""
+
+    def __init__(self, spec: EvalSpec):
+        if spec.kind != "toy":
+            for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+                os.environ.setdefault(k, "1")
+            from wm.core import tf_setup
+
+            tf_setup.setup(threads=spec.threads, gpu=spec.gpu)
+        self.spec = spec
+        self.evaluator = make_evaluator(spec)
+
+    def close(self) -> None:
+        """Close the evaluator (real envs: ViZDoom's child processes go with them)."""
+        ev, self.evaluator = self.evaluator, None
+        close = getattr(ev, "close", None)
+        if callable(close):
+            close()
+
+
+def init_worker(spec: EvalSpec) -> WorkerContext:
+    """Pool initializer: the spec's threads and GPU (one thread, no GPU on pool workers), the evaluator built once."""
+    return WorkerContext(spec)
+
+
+def _toy_faults(members: np.ndarray) -> None:
+    folder = os.environ.get("WM_TOY_FAULTS")
+    if not folder:
+        return
+    from wm.mpi import should_stop
+
+    for m in members:
+        for kind in ("raise", "hang"):
+            path = os.path.join(folder, f"{kind}-{int(m)}")
+            try:
+                text = open(path).read().strip()
+                os.unlink(path)  # whoever unlinks first triggers the fault; it happens once
+            except FileNotFoundError:
+                continue
+            if kind == "raise":
+                raise RuntimeError(f"injected fault for member {int(m)}")
+            end = time.monotonic() + float(text or 5.0)
+            while time.monotonic() < end:
+                if should_stop():
+                    raise KeyboardInterrupt
+                time.sleep(0.05)
+
+
+def evaluate_task(ctx: WorkerContext, task: Task) -> Task:
+    """Evaluate one chunk `(members, params (k, n), seeds (k, K))` → `(members, returns (k, K), lengths (k, K))`."""
+    members, params, seeds, *rest = task
+    if ctx.spec.kind == "toy":
+        _toy_faults(members)
+    kw = rest[0] if rest else {}
+    returns, lengths = ctx.evaluator.evaluate(np.asarray(params, np.float64), np.asarray(seeds, np.int64), **kw)
+    return members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64)
+
+
+# ---------------------------------------------------------------- the master side
+
+
+def make_tasks(params: np.ndarray, seeds: np.ndarray, chunk: int, budget: dict | None = None) -> list[Task]:
+    """Split a population (P, n) with seeds (P, K) into tasks of `chunk` members (the last may be smaller).
+
+    `budget`: keyword arguments for the evaluator (real fitness: `max_steps`, `no_progress`; wm.es.budget)."""
+    P = len(params)
+    tasks = [(np.arange(i, min(i + chunk, P)), params[i : i + chunk], seeds[i : i + chunk]) for i in range(0, P, chunk)]
+    return [(*t, dict(budget)) for t in tasks] if budget else tasks
+
+
+def seed_tasks(params: np.ndarray, seeds: list[int], workers: int) -> list[Task]:
+    """One parameter vector over a list of seeds, as tasks of about a quarter of a worker's share: the progress line
+    moves and uneven episode lengths stay balanced. Each task is one "member" (row) holding a run of seeds."""
+    size = max(1, -(-len(seeds) // (max(1, workers) * 4)))
+    chunks = [seeds[i : i + size] for i in range(0, len(seeds), size)]
+    return [
+        (np.array([j]), np.asarray(params, np.float64).reshape(1, -1), np.asarray(c, np.int64)[None])
+        for j, c in enumerate(chunks)
+    ]
+
+
+def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Reassemble task results into returns (P, K) and lengths (P, K); failed tasks' members are NaN / 0.
+
+    Returns also the number of members lost (their tasks were given up after the retries, `mpi.pool`).
+    """
+    from wm.mpi import TaskFailed
+
+    returns, lengths = np.full((P, K), np.nan), np.zeros((P, K), np.int64)
+    for res in results:
+        if isinstance(res, TaskFailed):
+            continue
+        members, r, ln = res
+        returns[members], lengths[members] = r, ln
+    return returns, lengths, int(np.isnan(returns).any(axis=1).sum())
+
+
+def run_seeds(
+    pool: Any, params: np.ndarray | None, seeds: list[int], n_params: int, progress: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`.
+
+    `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
+    an evaluation never summarises missing episodes.
+    """
+    from wm.mpi import TaskFailed
+
+    p = np.zeros(n_params) if params is None else np.asarray(params, np.float64)
+    tasks = seed_tasks(p, seeds, getattr(pool, "size", 1))
+    on_result = None if progress is None else (lambda i, res: isinstance(res, TaskFailed) or progress(list(res[1][0])))
+    results = pool.map(evaluate_task, tasks, on_result=on_result)
+    failed = [r for r in results if isinstance(r, TaskFailed)]
+    if failed:
+        raise WMError(f"evaluation: {len(failed)} of {len(tasks)} tasks failed (first: {failed[0].error})")
+    return (np.concatenate([r[1][0] for r in results]).astype(float), np.concatenate([r[2][0] for r in results]).astype(int))
+
+
+def evaluate_seeds(
+    spec: EvalSpec,
+    params: np.ndarray | None,
+    seeds: list[int],
+    n_params: int,
+    workers: int = 1,
+    progress: Any = None,
+    log: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): in this process (`workers <= 1`,
+    all TF threads: the dream batches every episode in one graph) or over `workers` spawned processes."""
+    from dataclasses import replace
+
+    from wm.core.procpool import ProcessPool
+    from wm.mpi.pool import SerialPool
+
+    workers = max(1, min(int(workers), len(seeds)))
+    if workers == 1:
+        pool: Any = SerialPool(init_worker, (replace(spec, threads=None),), retries=0, log=log)
+    else:
+        pool = ProcessPool(init_worker, (spec,), workers=workers, retries=0, log=log)
+    with pool:
+        return run_seeds(pool, params, seeds, n_params, progress)

@@ -1,0 +1,147 @@
+"""One world loader: V, M, C and the dream's initial z of a run, with every check in one place.
+
+    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))          # the dream
+    world = load_world(cfg, run, need=("vae", "mdnrnn", "params"))     # the real-env agent, C's best params
+
+Every consumer (the dream and real evaluators, evaluation recordings, the agent data policy, M's dream preview)
+loads through here, so a missing file, a model of the wrong size, a controller vector of the wrong length or with
+non-finite values, or a misshapen initial_z is refused in one line naming the file and what to run. C (the
+`Controller`) is always built: it costs nothing and fixes the parameter count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from wm.core.config import Config
+from wm.core.errors import WMError
+from wm.core.rundir import PARAMS, RunDir
+from wm.envs import action_dim
+
+if TYPE_CHECKING:
+    from wm.models.controller import Controller
+
+NEEDS = ("vae", "mdnrnn", "params", "initial_z")
+
+
+@dataclass
+class World:
+    """What `load_world` built; a part not asked for is None."""
+
+    cfg: Config
+    run: RunDir
+    controller: Controller
+    vae: Any = None
+    mdnrnn: Any = None
+    params: np.ndarray | None = None  # (n,) float32
+    params_path: Path | None = None
+    initial_mu: np.ndarray | None = None  # (N, z) float32
+    initial_logvar: np.ndarray | None = None
+
+
+def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
+    """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
+    and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
+    (relative to the working dir)."""
+    spec = spec or str(cfg.evaluate.params)
+    return run.params(spec) if spec in PARAMS else Path(spec)
+
+
+def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
+    """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
+    and in the dream the dream's settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at
+    another temperature or dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses
+    a stored check only while these match)."""
+    import hashlib
+    import json
+
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
+    out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
+    if dream:
+        settings = cfg.dream.to_dict() | {"dropout": float(cfg.mdnrnn.dropout)}
+        out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
+    return out
+
+
+def read_params(path: Path, n: int, what: str = "controller parameters") -> np.ndarray:
+    """The `params` vector of an .npz, checked to hold `n` finite numbers; one WMError line naming the file."""
+    if not Path(path).exists():
+        raise WMError(f"{what} {path} not found")
+    try:
+        with np.load(path) as f:
+            params = np.asarray(f["params"], np.float64).reshape(-1)
+    except Exception as e:  # noqa: BLE001 — any unreadable file is one clear line
+        raise WMError(f"{what}: cannot read {path} ({type(e).__name__}: {e})".splitlines()[0]) from None
+    if params.size != n:
+        raise WMError(f"{what}: {path} holds {params.size} parameters but C needs {n}; check controller/vae/mdnrnn settings")
+    if not np.all(np.isfinite(params)):
+        raise WMError(f"{what}: {path} holds non-finite values")
+    return params
+
+
+def read_initial_z(path: Path, z_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """μ and logvar (N, z_dim) float32 of `series/initial_z.npz`, checked for shape and finiteness."""
+    if not path.exists():
+        raise WMError(f"{path} not found (run encode first: the dream starts from it)")
+    try:
+        with np.load(path) as f:
+            mu, logvar = f["mu"].astype(np.float32), f["logvar"].astype(np.float32)
+    except Exception as e:  # noqa: BLE001 — any unreadable file is one clear line
+        raise WMError(f"{path}: unreadable initial_z ({type(e).__name__}: {e})".splitlines()[0]) from None
+    if mu.ndim != 2 or mu.shape != logvar.shape or mu.shape[1] != z_dim or not len(mu):
+        raise WMError(f"{path}: initial_z has shape {mu.shape}/{logvar.shape}, expected (N, {z_dim}); check vae.z_dim")
+    if not (np.all(np.isfinite(mu)) and np.all(np.isfinite(logvar))):
+        raise WMError(f"{path}: initial_z holds non-finite values")
+    return mu, logvar
+
+
+def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (), params: str | None = None) -> World:
+    """Build the parts of the run's world named in `need` (any of "vae", "mdnrnn", "params", "initial_z").
+
+    Args:
+        params: which controller parameters for "params": `best`, `mean` or an .npz path (default `evaluate.params`).
+    Raises:
+        WMError, one line naming the file and the fix, for anything missing, misshapen or non-finite.
+    """
+    unknown = sorted(set(need) - set(NEEDS))
+    if unknown:
+        raise ValueError(f"load_world: unknown parts {unknown} (expected some of {NEEDS})")
+    from wm.models.controller import Controller
+
+    A = action_dim(cfg)
+    world = World(cfg, run, Controller.from_config(cfg, A))
+    if "vae" in need:
+        from wm.models.vae import load_vae
+
+        world.vae = load_vae(run.vae_weights, cfg.vae.z_dim)
+    if "mdnrnn" in need:
+        from wm.models.mdnrnn import load_mdnrnn
+
+        world.mdnrnn = load_mdnrnn(
+            run.mdnrnn_weights,
+            cfg.vae.z_dim,
+            A,
+            cfg.mdnrnn.hidden,
+            cfg.mdnrnn.num_mixtures,
+            cfg.mdnrnn.predict_done,
+            dropout=float(cfg.mdnrnn.dropout),  # in the dream, masks per episode (wm.rollouts.dream)
+            predict_reward=bool(cfg.mdnrnn.predict_reward),
+        )
+    if "params" in need:
+        world.params_path = played_params(cfg, run, params)
+        if not world.params_path.exists():
+            raise WMError(
+                f"controller parameters {world.params_path} not found; run `python -m wm train-controller "
+                f"--run {run.path}` or pass --params FILE.npz (or --random for the baseline)"
+            )
+        world.params = read_params(world.params_path, world.controller.n_params).astype(np.float32)
+    if "initial_z" in need:
+        world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, int(cfg.vae.z_dim))
+    return world

@@ -1,0 +1,205 @@
+"""`python -m wm export --run R --out DIR`: a trained agent as a small run directory anyone can evaluate or play.
+
+    python -m wm export --run runs/s0 --out agents/doom-small --note "pipeline --configs doom_takecover small ..."
+
+What it writes (the run's result pass: round control's choice, `wm.tools.status.result_pass`), a run directory in the
+suite's own layout, so `evaluate`, `play`, `status` and the TUI open it unchanged:
+
+* `config.yaml` — the pass's config;
+* `vae/vae.weights.h5`, `mdnrnn/mdnrnn.weights.h5` + `model.json` — V and M with every float32 array stored as
+  float16 (half the bytes; Keras loads them back into float32 variables: the largest change of a V weight is
+  ≈ 2e-4), each stage folder with a DONE naming the source;
+* `series/initial_z.npz` — the dream's start states (float32, small);
+* `controller/best.npz` (or `--params mean`) — C, float32 (it is tiny, and its sign flips decide actions);
+* `agent.json` and `AGENT.md` — where it came from (source run and pass, `--note`: the command and commit that made
+  it) and its recorded real score: mean ± std, median and episodes of the pass's `eval/real`, the random policy's
+  score on the same seeds when the run has it.
+
+Written into a temporary folder beside DIR and renamed at the end: a killed export leaves no half agent. DIR must
+not exist (`--force` replaces it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from wm.core.config import Config
+from wm.core.config import update as config_update
+from wm.core.errors import WMError
+from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text, plain_mode
+
+AGENT_FILE = "agent.json"
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the trained run (its result pass is exported)")
+    p.add_argument("--out", required=True, help="the agent's folder (must not exist; --force replaces it)")
+    p.add_argument("--params", default="best", choices=["best", "mean"], help="which C (default: best)")
+    p.add_argument("--note", default="", help="how it was made: the command and commit (goes into AGENT.md)")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+
+
+def half_h5(src: Path, dst: Path) -> None:
+    """Copy a Keras `.weights.h5` with every float32 dataset stored as float16 (groups, attributes, the rest as is)."""
+    import h5py
+
+    with h5py.File(src, "r") as s, h5py.File(dst, "w") as d:
+        d.attrs.update(dict(s.attrs))
+
+        def copy(name: str, obj: Any) -> None:
+            if isinstance(obj, h5py.Group):
+                d.require_group(name).attrs.update(dict(obj.attrs))
+                return
+            data = obj[()]
+            if isinstance(data, np.ndarray) and data.dtype == np.float32:
+                data = data.astype(np.float16)
+            d.create_dataset(name, data=data).attrs.update(dict(obj.attrs))
+
+        s.visititems(copy)
+
+
+def suite_commit() -> str | None:
+    """The suite's git commit doing the export (None outside a git checkout): the code the agent loads with."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def score(run: RunDir, tag: str, first: int = 0) -> dict[str, Any] | None:
+    """An evaluation's summary (episodes, mean, std, median, min, max, first and last seed) and, with `first`, the
+    (seed, return) of its first episodes: what a user (or a test) checks the exported agent against."""
+    path = run.eval_summary(tag)
+    if not path.exists():
+        return None
+    s = json.loads(path.read_text())
+    seeds = s.get("seeds") or []
+    keep = {k: s[k] for k in ("episodes", "mean", "std", "median", "min", "max") if k in s}
+    out = {**keep, "seeds": [int(seeds[0]), int(seeds[-1])] if seeds else None}
+    episodes = path.with_name("episodes.jsonl")
+    if first and episodes.exists():
+        rows = [json.loads(line) for line in episodes.read_text().splitlines()[:first] if line.strip()]
+        out["first_episodes"] = [[int(r["seed"]), float(r["return"])] for r in rows]
+    return out
+
+
+# Keys that point at other runs (what a round's data and M came from): the agent holds none of them, so it carries
+# none of those paths; its AGENT.md says where it came from.
+PROVENANCE_KEYS = {"collect.agent_run": "", "mdnrnn.init_from": ""}
+
+
+def self_contained(where: RunDir) -> Config:
+    """The pass's config with the keys that name other runs cleared (`PROVENANCE_KEYS`)."""
+    cfg = where.load_config()
+    if cfg is None:
+        raise WMError(f"{where.path} has no config.yaml")
+    return config_update(cfg, PROVENANCE_KEYS, source="export")
+
+
+def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", force: bool = False) -> dict[str, Any]:
+    """Write the agent of `src_run` into `out` (see the module docstring); returns agent.json's content."""
+    from wm.tools.status import result_pass
+
+    name, where, how = result_pass(src_run)
+    need = {
+        "V": where.vae_weights,
+        "M": where.mdnrnn_weights,
+        "dream starts": where.initial_z,
+        "C": where.params(params),
+    }
+    missing = [f"{k} ({p})" for k, p in need.items() if not p.exists()]
+    if missing:
+        raise WMError(f"{where.path} has no trained agent to export: missing {', '.join(missing)}")
+    if out.exists() and not force:
+        raise WMError(f"{out} exists; choose another --out or pass --force to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{out.name}-", dir=out.parent))
+    plain_mode(tmp, folder=True)
+    source = src_run.path.name if where.path == src_run.path else f"{src_run.path.name}/{where.path.name}"
+    try:
+        agent = RunDir(tmp)
+        atomic_write_text(agent.config_path, self_contained(where).to_yaml())
+        for folder in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
+            agent.stage_dir(folder).mkdir(parents=True, exist_ok=True)
+        half_h5(where.vae_weights, agent.vae_weights)
+        half_h5(where.mdnrnn_weights, agent.mdnrnn_weights)
+        shutil.copy2(where.mdnrnn_weights.with_name("model.json"), agent.mdnrnn_weights.with_name("model.json"))
+        shutil.copy2(where.initial_z, agent.initial_z)
+        shutil.copy2(where.params(params), agent.params("best"))
+        info = {
+            "source": source,  # the run's own name, never a path of the machine that trained it
+            "pass": name,
+            "chosen_by": how,
+            "params": params,
+            "note": note,
+            # eval/real scored evaluate.params' C: recorded only when that is the C exported
+            "real": score(where, "real", first=10) if params == str(where.load_config().evaluate.params) else None,
+            "random": score(src_run, "random") or score(where, "random"),
+            "weights_dtype": "float16 (V, M); float32 (C, initial z)",
+            "exported_at_commit": suite_commit(),
+        }
+        for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
+            agent.mark_done(verb, {"exported_from": source, "pass": name})
+        atomic_write_json(tmp / AGENT_FILE, info)
+        (tmp / "AGENT.md").write_text(agent_md(info))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+def agent_md(info: dict[str, Any]) -> str:
+    def row(label: str, s: dict[str, Any] | None) -> str:
+        if not s:
+            return f"| {label} | not recorded | | |"
+        seeds = f"{s['seeds'][0]}–{s['seeds'][1]}" if s.get("seeds") else "?"
+        median = s.get("median", float("nan"))
+        return f"| {label} | {s['mean']:.1f} ± {s['std']:.1f} | {median:.1f} | {s['episodes']} ({seeds}) |"
+
+    return "\n".join(
+        [
+            "# A trained World Models agent",
+            "",
+            f"Exported by `python -m wm export` from `{info['source']}` ({info['pass']}, chosen by {info['chosen_by']}),",
+            f"C = `{info['params']}`. V and M stored as float16.",
+            "",
+            f"How it was made: {info['note'] or '(not given)'}",
+            "",
+            "| policy | real score, mean ± std | median | episodes (seeds) |",
+            "|---|---|---|---|",
+            row("this agent (float32 weights, when trained)", info["real"]),
+            row("random policy, same seeds", info["random"]),
+            "",
+            "Evaluate or play it like any run (copy the folder first: evaluation writes into it):",
+            "",
+            "    cp -r THIS_FOLDER runs/agent && python -m wm evaluate --run runs/agent --episodes 10",
+            "",
+        ]
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    src = RunDir(args.run)
+    if not src.path.is_dir():
+        raise WMError(f"run directory {src.path} does not exist")
+    info = export(src, Path(args.out), args.params, args.note, args.force)
+    sizes = sum(p.stat().st_size for p in Path(args.out).rglob("*") if p.is_file())
+    real = info["real"]
+    got = f"{real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']} episodes" if real else "no real score recorded"
+    print(f"exported {info['pass']} of {src.path} to {args.out} ({sizes / 1e6:.1f} MB; {got})")
+    return 0

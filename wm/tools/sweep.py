@@ -1,0 +1,242 @@
+"""The Doom temperature table (paper_settings.md §9): dream and real scores of controllers per τ.
+
+Train-free sweep (`python -m wm evaluate --run runs/doom --sweep`): the run's controller is re-evaluated in the
+dream at every τ of `evaluate.temperatures` and once in the real env (its real score does not depend on τ, so it
+is evaluated once and repeated per row). The full reproduction trains one controller per τ, each in its own run
+dir that shares the upstream stages (collect, V, encode, M) by symlink:
+
+    python -m wm sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3     # → runs/doom-tau0.1, …
+    python -m wm train-controller --run runs/doom-tau0.1                         # one per τ (under mpirun)
+    python -m wm evaluate --run runs/doom --sweep --sweep-runs runs/doom-tau*    # the table, each row its own C
+
+or all three steps in one resumable command (a rerun skips the finished τ runs):
+
+    python -m wm sweep run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3 --mpi 3
+
+A row uses the controller of the `--sweep-runs` dir whose `dream.temperature` equals τ, else the run's own one.
+Results: `eval/temperature_sweep.{json,md}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from wm.core.config import Config, update
+from wm.core.errors import WMError
+from wm.core.registry import stages_with_role
+from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
+from wm.rollouts.evaluation import pm
+from wm.tools.paper import paper_row
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The paper's table in Markdown: τ, dream score ± std, real score ± std, then the paper's two columns."""
+    out = [
+        "| τ | dream score | real score | episodes | controller | paper dream | paper real |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        p = paper_row(r["temperature"])
+        pd, pr = ("—", "—") if p is None else (f"{p[0][0]:.0f} ± {p[0][1]:.0f}", f"{p[1][0]:.0f} ± {p[1][1]:.0f}")
+        ctrl = f"{r['controller_run']} (trained at τ {r['trained_temperature']:g})"
+        out.append(
+            f"| {r['temperature']:g} | {pm(r.get('dream'))} | {pm(r.get('real'))} | {r['episodes']} | {ctrl} | {pd} | {pr} |"
+        )
+    out += ["", "Paper (§9): random policy 210 ± 108 in the real env; scores are steps survived, ± is the std over episodes."]
+    return "\n".join(out) + "\n"
+
+
+def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], sweep_runs: list[str]) -> dict[float, RunDir]:
+    """For each τ the run dir whose controller plays that row: a sweep run trained at τ, else `run` itself."""
+    trained: dict[float, RunDir] = {}
+    for path in sweep_runs:
+        other = RunDir(path)
+        ocfg = other.load_config()
+        if ocfg is None:
+            raise WMError(f"--sweep-runs: {other.config_path} not found")
+        trained[float(ocfg.dream.temperature)] = other
+    return {t: next((r for k, r in trained.items() if abs(k - t) < 1e-6), run) for t in temperatures}
+
+
+def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files."""
+    from wm.core.metrics import make_logger
+    from wm.rollouts.evaluation import Progress, play, seed_list, summarize
+    from wm.rollouts.world import load_world
+
+    temps = [float(t) for t in cfg.evaluate.temperatures]
+    if not temps:
+        raise WMError("evaluate.temperatures is empty")
+    episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
+    seeds = seed_list(cfg, episodes)
+    sources = controller_sources(cfg, run, temps, getattr(args, "sweep_runs", []) or [])
+    real_cache: dict[str, dict[str, Any]] = {}
+    rows: list[dict[str, Any]] = []
+    with make_logger(run, "evaluate") as log:
+        for i, tau in enumerate(temps):
+            src = sources[tau]
+            scfg = cfg if src is run else (src.load_config() or cfg)
+            world = load_world(scfg, src, need=("params",), params=getattr(args, "params", None))
+            params, pfile = world.params, world.params_path
+            log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
+            # the dream evaluator batches every episode in one graph: one process is fastest (wm/rollouts/dream.py)
+            prog = Progress(len(seeds), f"τ {tau:g} dream")
+            rets, lens = play(scfg, src, "dream", params, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
+            dream = summarize(rets, lens)
+            if str(pfile) not in real_cache:
+                prog = Progress(len(seeds), f"τ {tau:g} real")
+                rets, lens = play(
+                    scfg, src, "real", params, seeds, workers=cfg.evaluate.workers, progress=prog.update, log=log
+                )
+                real_cache[str(pfile)] = summarize(rets, lens)
+            real = real_cache[str(pfile)]
+            rows.append(
+                {
+                    "temperature": tau,
+                    "episodes": len(seeds),
+                    "dream": dream,
+                    "real": real,
+                    "controller_run": str(src.path),
+                    "params_file": str(pfile),
+                    "trained_temperature": float(scfg.dream.temperature),
+                    "paper": paper_row(tau),
+                }
+            )
+            log.scalars(
+                i,
+                {"eval/sweep/temperature": tau, "eval/sweep/dream_mean": dream["mean"], "eval/sweep/real_mean": real["mean"]},
+                console=False,
+            )
+            log.info("τ %g: dream %s, real %s", tau, pm(dream), pm(real))
+    atomic_write_json(run.artifact("tau_sweep"), {"seeds": seeds, "config_hash": cfg.hash(), "rows": rows})
+    table = format_table(rows)
+    atomic_write_text(run.artifact("tau_sweep_table"), "# DoomTakeCover temperature sweep\n\n" + table)
+    print(table, end="")
+    return rows
+
+
+# ---------------------------------------------------------------- one run dir per τ
+
+
+def tau_run_path(src: RunDir, tau: float) -> Path:
+    """`runs/doom` → `runs/doom-tau1.15`."""
+    return src.path.parent / f"{src.path.name}-tau{tau:g}"
+
+
+def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None = None) -> RunDir:
+    """A run dir that trains C at τ on `src`'s data, V and M: the upstream stage folders are relative symlinks,
+    their metrics are copied (for the report) and `config.yaml` is `src`'s with `dream.temperature = τ`.
+
+    The upstream stages must be DONE in `src`. Do not `--force` an upstream stage in the new run: it would
+    write through the symlink into `src`.
+    """
+    cfg = src.load_config()
+    if cfg is None:
+        raise WMError(f"{src.config_path} not found")
+    missing = [s.verb for s in stages_with_role("data", "world") if not src.is_done(s.verb)]
+    if missing:
+        raise WMError(f"{src.path}: stages {', '.join(missing)} are not done; finish them before preparing τ runs")
+    dst = RunDir(dest or tau_run_path(src, tau))
+    if dst.config_path.exists():
+        raise WMError(f"{dst.path} already exists; remove it or pick another destination")
+    return _make_tau_run(src, cfg, tau, dst)
+
+
+def reuse_or_prepare(src: RunDir, tau: float) -> RunDir:
+    """`prepare_tau_run`, or the τ run already there when it was made from `src` at τ (what `sweep run` resumes)."""
+    dst = RunDir(tau_run_path(src, tau))
+    if not dst.config_path.exists():
+        return prepare_tau_run(src, tau)
+    cfg, have = src.load_config(), dst.load_config()
+    want = None if cfg is None else update(cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {tau:g}")
+    if want is None or have is None or _shaping(have) != _shaping(want):
+        raise WMError(f"{dst.path} exists but is not {src.path}'s config at τ {tau:g}; remove it to sweep again")
+    return dst
+
+
+def _shaping(cfg: Config) -> dict:
+    """The settings that shape a τ run's C: all but the sections any run may change later (`evaluate`, which
+    `sweep run` itself sets on the source run, and wm.core.registry.FREE_SECTIONS)."""
+    from wm.core.config import flatten
+    from wm.core.registry import FREE_SECTIONS
+
+    skip = ("evaluate", *FREE_SECTIONS)
+    return {k: v for k, v in flatten(cfg.to_dict()).items() if k.split(".")[0] not in skip}
+
+
+def _make_tau_run(src: RunDir, cfg: Config, tau: float, dst: RunDir) -> RunDir:
+    dst.path.mkdir(parents=True, exist_ok=True)
+    for verb in (s.verb for s in stages_with_role("data", "world")):
+        target = src.stage_dir(verb).resolve()
+        link = dst.stage_dir(verb)
+        if not link.exists():
+            link.symlink_to(os.path.relpath(target, dst.path.resolve()), target_is_directory=True)
+        m = src.metrics_path(verb)
+        if m.exists():
+            dst.metrics_path(verb).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(m, dst.metrics_path(verb))
+    new = update(cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {tau:g}")
+    atomic_write_text(dst.config_path, new.to_yaml())
+    return dst
+
+
+def add_args(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="CMD")
+    q = sub.add_parser("prepare", help="symlink a run's collect/V/encode/M into <run>-tau<τ> with dream.temperature=τ")
+    q.add_argument("--run", required=True)
+    q.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
+    r = sub.add_parser("run", help="prepare the τ runs, train C in each (resumable), then write the τ table")
+    r.add_argument("--run", required=True)
+    r.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
+    r.add_argument("--mpi", type=int, default=1, help="train-controller under `mpirun -n N` (rank 0 is the master)")
+    r.add_argument("--episodes", type=int, default=None, help="episodes per row (default evaluate.episodes)")
+
+
+def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None) -> int:
+    """`sweep run`: each τ run prepared (or reused), its C trained unless DONE, then `evaluate --sweep` over them.
+
+    The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
+    depends on), each played by the C trained at that τ."""
+    import subprocess
+    import sys
+    import time
+
+    from wm.cli import stage_command
+    from wm.core.format import duration
+
+    made = [reuse_or_prepare(src, t) for t in taus]
+    for tau, dst in zip(taus, made, strict=True):
+        if dst.is_done("train-controller"):
+            print(f"[sweep] τ {tau:g}: C already trained in {dst.path}, skipped", flush=True)
+            continue
+        cmd = stage_command("train-controller", dst.path, ranks=mpi)
+        print(f"[sweep] τ {tau:g}: {' '.join(cmd)}", flush=True)
+        t0 = time.time()
+        if subprocess.run(cmd).returncode != 0 or not dst.is_done("train-controller"):
+            raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
+        print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
+    temps = "evaluate.temperatures=[" + ", ".join(f"{t:g}" for t in taus) + "]"
+    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(src.path), "--sweep", "--set", temps]
+    cmd += ["--sweep-runs", *(str(d.path) for d in made)] + (["--episodes", str(episodes)] if episodes else [])
+    print(f"[sweep] the table: {' '.join(cmd)}", flush=True)
+    return subprocess.run(cmd).returncode
+
+
+def main(args: argparse.Namespace) -> int:
+    """`python -m wm sweep prepare|run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: one run dir per τ."""
+    src = RunDir(args.run)
+    cfg = src.load_config()
+    taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
+    if not taus:
+        raise WMError(f"no τ to sweep: give --taus (no evaluate.temperatures in {src.config_path})")
+    if args.cmd == "run":
+        return run_all(src, taus, args.mpi, args.episodes)
+    made = [prepare_tau_run(src, t) for t in taus]
+    for d in made:
+        print(f"python -m wm train-controller --run {d.path}")
+    print(f"python -m wm evaluate --run {src.path} --sweep --sweep-runs " + " ".join(str(d.path) for d in made))
+    return 0
