@@ -17,7 +17,8 @@ import pytest
 from wm.core.config import load
 from wm.core.rundir import RunDir
 from wm.data.episodes import EPISODE_KEYS, list_episodes, read_episode
-from wm.stages import collect, data_check
+from wm.stages import collect
+from wm.tools import data_check
 
 ROOT = Path(__file__).resolve().parent.parent
 SETS = ["env.max_steps=80", "collect.min_length=30", "collect.workers=2"]

@@ -131,7 +131,7 @@ def test_check_file_series_against_z_dim(tmp_path):
 
 
 def test_data_check_names_a_misshapen_file_without_full(tmp_path, capsys):
-    from wm.stages import data_check
+    from wm.tools import data_check
 
     _, run = make_run(tmp_path, episodes=3, t=10)
     _rewrite(run.stage_dir("collect") / episode_name(1), obs=np.zeros((10, 32, 32, 3), np.uint8))

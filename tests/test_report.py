@@ -13,7 +13,7 @@ from wm.core import config as C
 from wm.core.media import save_gif, save_png
 from wm.core.metrics import make_logger
 from wm.core.rundir import RunDir, atomic_write_json
-from wm.stages import report as R
+from wm.tools import report as R
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 

@@ -14,6 +14,7 @@ import pytest
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+from wm.rounds import pipeline
 from wm.rounds.iterate import (
     PassCheck,
     best_pass,
@@ -24,7 +25,6 @@ from wm.rounds.iterate import (
     result_index,
     stop_reason,
 )
-from wm.stages import pipeline
 
 
 def _cfg(*sets: str) -> C.Config:
