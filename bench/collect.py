@@ -24,12 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from wm.core.config import load, update  # noqa: E402
 from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.envs.family import CARRACING, family  # noqa: E402
 
 
 def bare_speed(name: str, steps: int) -> float:
     import gymnasium as gym
 
-    if name == "carracing":
+    if family(name) is CARRACING:
         env = gym.make("CarRacing-v3").unwrapped
         act = lambda rng: np.array([rng.uniform(-1, 1), rng.uniform(0, 1), 0.0])
     else:
@@ -82,7 +83,7 @@ def collect_speed(cfg, workers: int) -> tuple[float, float]:
 
 
 def bench_env(name: str, quick: bool) -> dict[str, float]:
-    if name == "carracing":
+    if family(name) is CARRACING:
         steps, episodes = (300, 8) if quick else (2000, 16)
         cfg = load(["carracing"], [f"env.max_steps={steps // 4 if quick else 1000}", f"collect.episodes={episodes}"])
     else:

@@ -49,6 +49,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
 
 from wm.core.config import load  # noqa: E402
+from wm.envs.family import CARRACING, family  # noqa: E402
 
 STAGES = ("collect", "train-vae", "encode", "train-mdnrnn", "train-controller", "evaluate")
 
@@ -242,7 +243,7 @@ def m_real(cfg, seconds: float, renderer: str = "official") -> dict:
     from wm.models.vae import ConvVAE
     from wm.rollouts.rollout import RealEvaluator
 
-    cfg = update(cfg, {"env": {"renderer": renderer}}) if cfg.env.name == "carracing" else cfg
+    cfg = update(cfg, {"env": {"renderer": renderer}}) if family(cfg).renderers else cfg
     a_dim, m_cfg = action_dim(cfg), cfg.mdnrnn
     m = MDNRNN(int(cfg.vae.z_dim), a_dim, int(m_cfg.hidden), int(m_cfg.num_mixtures), bool(m_cfg.predict_done))
     c = Controller.from_config(cfg, a_dim)
@@ -261,7 +262,7 @@ def m_real(cfg, seconds: float, renderer: str = "official") -> dict:
     close = getattr(ev, "close", None)
     if callable(close):
         close()
-    return {"steps_per_s": steps / dt, "envs": n_envs, **({"renderer": renderer} if cfg.env.name == "carracing" else {})}
+    return {"steps_per_s": steps / dt, "envs": n_envs, **({"renderer": renderer} if family(cfg).renderers else {})}
 
 
 # ---------------------------------------------------------------- the driver
@@ -285,7 +286,7 @@ def estimate(env: str, a: argparse.Namespace, cores: int) -> dict[str, Any]:
         steps = int(cfg.collect.episodes) / max(col["kept_share"], 1e-3) * col["mean_len"]
         col.update(work=f"{steps:.3g} env steps on {workers} processes", est_s=steps / (col["steps_per_s"] * workers))
     else:
-        frames = int(cfg.collect.episodes) * (1000 if env == "carracing" else 308)  # the paper's data (§1)
+        frames = int(cfg.collect.episodes) * (1000 if family(env) is CARRACING else 308)  # the paper's data (§1)
     rows["frames"] = round(frames)
     vae = measure("train-vae", env, a.seconds)
     if "error" not in vae:
@@ -307,7 +308,7 @@ def estimate(env: str, a: argparse.Namespace, cores: int) -> dict[str, Any]:
     rows["train-mdnrnn"] = mdn
     es = cfg.es
     members = int(es.popsize) * int(es.trials)
-    if env == "carracing":
+    if family(env).renderers:
         ctl = {r: measure("real", env, a.seconds, ["--renderer", r]) for r in ("official", "fast")}
         for r in ctl.values():
             if "error" not in r:
@@ -343,11 +344,11 @@ def estimate(env: str, a: argparse.Namespace, cores: int) -> dict[str, Any]:
     total = 0.0
     for stage in STAGES:
         row = rows.get(stage, {})
-        if stage == "train-controller" and env == "carracing":
+        if stage == "train-controller" and family(env).renderers:
             row = row.get("fast", {})
         total += float(row.get("est_s", 0.0))
     rows["total_est_h"] = round(total / 3600, 2)
-    if env == "carracing":
+    if family(env).renderers:
         rows["total_note"] = "C with the fast renderer (the official one: see train-controller.official)"
     return rows
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wm.core.errors import WMError
+from wm.core.registry import hooks, load_stage
 
 if TYPE_CHECKING:
     from wm.core.registry import Stage, Tool
@@ -100,11 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="verb", metavar="VERB")
     for v in available_verbs():
         p = sub.add_parser(v.verb, help=v.help, description=v.help)
-        mod = importlib.import_module(v.module)
+        mod = load_stage(v.verb) if v.kind == "stage" else importlib.import_module(v.module)
         if v.kind == "stage":
             add_run_args(p)
-        if hasattr(mod, "add_args"):
-            mod.add_args(p)
+        add_args = hooks(mod).add_args if v.kind == "stage" else getattr(mod, "add_args", None)
+        if add_args is not None:
+            add_args(p)
         p.set_defaults(_module=v.module, _kind=v.kind)
     return parser
 
@@ -138,20 +140,21 @@ def existing_run(run) -> None:
 def _redo(mod, args: argparse.Namespace) -> bool:
     """Whether a DONE stage runs again: `--force` (afresh), or an invocation the stage declares continues it from its
     checkpoint (`def continues(args) -> bool`, e.g. train-controller's `--extend`, which --force would delete)."""
-    continues = getattr(mod, "continues", None)
+    continues = hooks(mod).continues
     return bool(args.force or (continues is not None and continues(args)))
 
 
 def _redo_hint(mod) -> str:
     """How to run a finished stage again: `--force`, plus what the stage adds (`REDO_HINT`, e.g. --extend)."""
-    return "use --force to redo" + (f", {mod.REDO_HINT}" if getattr(mod, "REDO_HINT", "") else "")
+    hint = hooks(mod).redo_hint
+    return "use --force to redo" + (f", {hint}" if hint else "")
 
 
 def run_stage(module: str, args: argparse.Namespace) -> int:
     from wm.core.rundir import RunDir
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
 
-    mod = importlib.import_module(module)
+    mod = load_stage(args.verb)
     run = RunDir(args.run)
     verb = args.verb
 
@@ -202,8 +205,9 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
     # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
-    side_runs = getattr(mod, "side_run", None) is not None
-    if side_runs and mod.side_run(args):
+    h = hooks(mod)
+    side_runs = h.side_run is not None
+    if side_runs and h.side_run(args):
         cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
         mod.run(cfg, run, args)
@@ -217,9 +221,9 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
             unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
             print(f"{verb}: already done in {run.path} ({_redo_hint(mod)}){unapplied}")
             return 0
-        if _redo(mod, args) and getattr(mod, "check_redo", None) is not None:
+        if _redo(mod, args) and h.check_redo is not None:
             # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, args)`), before anything is written
-            mod.check_redo(run.bind_config(cfg, verb, write=False), run, args)
+            h.check_redo(run.bind_config(cfg, verb, write=False), run, args)
         cfg = run.bind_config(cfg, verb)
         if _redo(mod, args):
             run.clear_done(verb)

@@ -11,9 +11,13 @@ Pure data and small functions of (run, config, last metrics record): importing t
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # annotations only: the run-dir module imports this one
     from wm.core.config import Config
@@ -307,3 +311,66 @@ def stages_with_role(*roles: str) -> tuple[Stage, ...]:
 def plots() -> tuple[tuple[Stage, Plot], ...]:
     """Every training-curve plot with its stage, in pipeline order."""
     return tuple((s, p) for s in STAGES for p in s.plots)
+
+
+# ---------------------------------------------------------------- the stage contract
+
+
+@runtime_checkable
+class StageModule(Protocol):
+    """What a stage module (`Stage.module`) must provide: `run(cfg, run, args)`, the stage as a function of the
+    resolved config and the run directory (`args`: the parsed command line, for the stage's own flags). The optional
+    hooks are in `StageHooks`; a module declares one by defining a module-level name of the same name."""
+
+    def run(self, cfg: Config, run: RunDir, args: argparse.Namespace) -> Any: ...
+
+
+@dataclass(frozen=True)
+class StageHooks:
+    """A stage's optional hooks with their defaults, read once from its module (`hooks`), so no caller looks them
+    up by name.
+
+    add_args: its own flags beside the shared --configs/--run/--set/--force.
+    side_run: an invocation that neither checks nor writes the stage's DONE (`evaluate --random`).
+    continues: an invocation that continues a DONE stage from its checkpoint (`train-controller --extend`).
+    check_redo: refuses a rerun the stage cannot do, before anything is written.
+    redo_hint: what the "already done" line adds to "use --force to redo".
+    """
+
+    add_args: Callable[[argparse.ArgumentParser], None] | None = None
+    side_run: Callable[[argparse.Namespace], bool] | None = None
+    continues: Callable[[argparse.Namespace], bool] | None = None
+    check_redo: Callable[[Config, RunDir, argparse.Namespace], None] | None = None
+    redo_hint: str = ""
+
+
+def hooks(module: ModuleType) -> StageHooks:
+    """The optional hooks a stage module defines (`REDO_HINT` for `redo_hint`)."""
+    return StageHooks(
+        add_args=getattr(module, "add_args", None),
+        side_run=getattr(module, "side_run", None),
+        continues=getattr(module, "continues", None),
+        check_redo=getattr(module, "check_redo", None),
+        redo_hint=str(getattr(module, "REDO_HINT", "")),
+    )
+
+
+def check_stage_module(module: ModuleType, verb: str) -> ModuleType:
+    """Refuse a stage module that does not implement `StageModule` (a callable `run` of three parameters) or whose
+    hooks are not what `StageHooks` says, naming the verb and what is wrong."""
+    run = getattr(module, "run", None)
+    if not callable(run) or not isinstance(module, StageModule):
+        raise TypeError(f"stage {verb}: {module.__name__} has no run(cfg, run, args)")
+    params = [p for p in inspect.signature(run).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) < 3:
+        raise TypeError(f"stage {verb}: {module.__name__}.run takes {len(params)} parameters, not (cfg, run, args)")
+    h = hooks(module)
+    for name in ("add_args", "side_run", "continues", "check_redo"):
+        if getattr(h, name) is not None and not callable(getattr(h, name)):
+            raise TypeError(f"stage {verb}: {module.__name__}.{name} is not a function")
+    return module
+
+
+def load_stage(verb_name: str) -> ModuleType:
+    """Import the module of stage `verb_name` and check it implements the stage contract."""
+    return check_stage_module(importlib.import_module(stage(verb_name).module), stage(verb_name).verb)

@@ -30,6 +30,7 @@ class EnvFamily:
     track_tiles: bool  # a training episode can end after es.no_progress_steps without a new track tile
     paper: Mapping[str, str] = field(default_factory=dict)  # the paper's scores by evaluation kind
     tau_table: bool = False  # the paper reports its dream and real scores per temperature (§9)
+    renderers: tuple[str, ...] = ()  # env.renderer's choices (official first: every reported score uses it)
 
     def key_action(self, keys: set[str] | frozenset[str]) -> np.ndarray:
         """The controller-space action (what C would output, tanh range) of the keys held.
@@ -70,6 +71,7 @@ CARRACING = EnvFamily(
     keys=("left", "right", "up", "down"),
     track_tiles=True,
     paper={"real": "906 ± 21 (full World Model, z and h)"},
+    renderers=("official", "fast"),
 )
 GYM = EnvFamily(name="gym", survival=False, score_label="return", score_note="", keys=(), track_tiles=False)
 

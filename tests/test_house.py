@@ -1,0 +1,118 @@
+"""The house rules that keep the code and its docs navigable: the stage contract, env names only in wm/envs, every
+relative link of the README and docs resolving, every quick-start command accepted by the CLI's own parser."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import types
+from pathlib import Path
+
+import pytest
+
+from wm.cli import build_parser
+from wm.core import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def test_every_registered_stage_implements_the_contract():
+    for s in registry.STAGES:
+        mod = registry.load_stage(s.verb)
+        assert isinstance(mod, registry.StageModule), s.verb
+
+
+@pytest.mark.parametrize(
+    "body, problem",
+    [
+        ("x = 1", "has no run"),
+        ("def run(cfg):\n    pass", "takes 1 parameters"),
+        ("def run(cfg, run, args):\n    pass\nside_run = True", "side_run is not a function"),
+    ],
+)
+def test_the_registry_refuses_a_stage_that_breaks_the_contract(body, problem):
+    mod = types.ModuleType("wm.stages.broken")
+    exec(body, mod.__dict__)
+    with pytest.raises(TypeError, match=problem):
+        registry.check_stage_module(mod, "broken")
+    ok = types.ModuleType("wm.stages.fine")
+    exec("def run(cfg, run, args):\n    pass", ok.__dict__)
+    assert registry.check_stage_module(ok, "fine") is ok and registry.hooks(ok) == registry.StageHooks()
+
+
+# a comparison with an env's name, or a table keyed by one (naming a config block, `--configs carracing`, is fine)
+ENV_LITERALS = re.compile(
+    r"""(==|!=|\bin)\s*\(?["'](doom_takecover|carracing)["']|["'](doom_takecover|carracing)["']\s*(==|!=|:)|startswith\(["']gym:"""
+)
+
+
+def test_no_env_name_is_compared_outside_wm_envs():
+    """Code outside wm/envs reads the env family's record (wm.envs.family), never an env name."""
+    offenders = []
+    for d in ("wm", "tui", "mpi", "bench"):
+        for p in (ROOT / d).rglob("*.py"):
+            if (ROOT / "wm" / "envs") in p.parents:
+                continue
+            for i, line in enumerate(p.read_text().splitlines(), 1):
+                code = line.split("#", 1)[0]
+                if ENV_LITERALS.search(code) and not code.lstrip().startswith(('"', "'")):  # docstrings may name them
+                    offenders.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, offenders
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(md: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    out = set()
+    for h in re.findall(r"^#+ (.+)$", md, re.M):
+        slug = re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+        out.add(slug)
+    return out
+
+
+def test_every_relative_link_of_the_readme_and_docs_resolves():
+    broken = []
+    for doc in DOCS:
+        text = doc.read_text()
+        for target in LINK.findall(text):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (doc.parent / path).resolve() if path else doc
+            if not dest.exists():
+                broken.append(f"{doc.relative_to(ROOT)}: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text()):
+                broken.append(f"{doc.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, broken
+
+
+def _commands(md: str) -> list[list[str]]:
+    """The `wm …` / `python -m wm …` commands of a Markdown file's bash blocks (with `srun -n N` in front, too)."""
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", md, re.S):
+        for line in block.splitlines():
+            line = line.split(" # ", 1)[0].split("   #", 1)[0].strip()
+            for part in line.split("&&"):
+                words = shlex.split(part)
+                while words and words[0] in ("srun", "mpirun", "-n") or words[:1] and words[0].isdigit():
+                    words = words[1:]
+                if words[:3] == ["python", "-m", "wm"]:
+                    words = ["wm", *words[3:]]
+                if words[:1] == ["wm"] and len(words) > 1:
+                    out.append(words[1:])
+    return out
+
+
+def test_the_readme_quick_starts_parse_with_the_cli_parser():
+    cmds = _commands((ROOT / "README.md").read_text())
+    assert len(cmds) >= 8, cmds  # the quick starts are there
+    parser = build_parser()
+    for words in cmds:
+        try:
+            parser.parse_args(words)
+        except SystemExit as e:
+            if e.code:
+                pytest.fail(f"the README's `wm {' '.join(words)}` is refused by the CLI")
