@@ -22,14 +22,14 @@ demo: $(STAMP)
 	@echo "   then the random baseline and the dream scores, the report and the result table"
 	$(PY) -m wm pipeline --configs doom_takecover tiny --run runs/demo --mpi 3 --demo
 	@echo "== the tiny preset cannot learn; a trained agent ships with the suite: wm/agents/doom_small_s2 (the small"
-	@echo "   preset on seed 2, 839.4 +- 490.2 over 100 real episodes; see its AGENT.md). 10 real episodes of it, then"
-	@echo "   the random policy on the same seeds:"
+	@echo "   preset on seed 2, 830.4 +- 477.1 over 100 real episodes as shipped; see its AGENT.md). 10 real episodes"
+	@echo "   of it, then the random policy on the same seeds:"
 	rm -rf runs/demo-agent && cp -r wm/agents/doom_small_s2 runs/demo-agent
-	$(PY) -m wm evaluate --run runs/demo-agent --episodes 10 --gifs 1
+	$(PY) -m wm evaluate --run runs/demo-agent --episodes 10 --gifs 1 --force
 	$(PY) -m wm evaluate --run runs/demo-agent --random --episodes 10 --gifs 0
 	$(PY) -m wm results --runs runs/demo-agent --out runs/demo-agent/results --resamples 2000
 	@echo "== watch it: runs/demo-agent/eval/real/episode_000.gif. Play in its dream: python -m wm play --run"
-	@echo "   runs/demo-agent (a pygame window; <- -> dodge, r restart), or python -m tui runs/demo-agent and press p"
+	@echo "   runs/demo-agent (a pygame window; <- -> dodge, r restart), or python -m wm tui runs/demo-agent and press p"
 
 ## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
 test: $(STAMP)
