@@ -47,8 +47,8 @@ from wm.es import state as es_state
 VERB = "train-controller"
 STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
 # The checkpoint's file names in the stage's folder (`RunDir.es_state`, `RunDir.es_state_legacy`).
-STATE_FILE = "es_state.npz"
-LEGACY_STATE_FILE = "es_state.pkl"
+STATE_FILE = RunDir(".").es_state.name
+LEGACY_STATE_FILE = RunDir(".").es_state_legacy.name
 TRUST_PICKLE = "--trust-pickle"
 
 
