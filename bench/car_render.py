@@ -1,4 +1,4 @@
-"""CarRacing renderers: `env.renderer: official` vs `fast` (issue 15). `.venv/bin/python bench/car_render.py` prints one JSON.
+"""CarRacing renderers: `env.renderer: official` vs `fast`. `.venv/bin/python bench/car_render.py` prints one JSON.
 
 Both envs are built with `wm.envs.make_env` from the `carracing` preset (`ha2018` preprocessing) with only
 `env.renderer` changed, reset with the same seed and stepped in lockstep with the same actions (a data policy

@@ -1,4 +1,4 @@
-"""Real-env C throughput in CarRacing (issue 15 item 2): `python bench/carracing.py` prints one JSON object.
+"""Real-env C throughput in CarRacing: `python bench/carracing.py` prints one JSON object.
 
 For each renderer (`env.renderer: official | fast`), steps/s **per core** of
 * `raw`: the bare `wm.envs.make_env(cfg)` FrameEnv (physics, drawing, the `ha2018` preprocessing to 64×64)
@@ -22,7 +22,7 @@ and `ratio` = agent / raw. Two settings:
   once before any task. The generations are timed, not the evaluation of the mean.
 Per-core figures: `steps_per_s` = steps / wall seconds / processes, `cpu_steps_per_s` = steps per CPU second of the
 stepping process (robust to other work sharing the cores; the figure to compare on a loaded machine). `aims`
-checks issue 15's: agent ≥ 0.85× raw with `official`; `fast` agent ≥ 4× the `official` raw rate (CPU, 1 worker,
+checks the targets: agent ≥ 0.85× raw with `official`; `fast` agent ≥ 4× the `official` raw rate (CPU, 1 worker,
 with `--envs` envs and with each of `--more-envs`).
 The episode cap (`--steps`) matters for `fast`: its first 50 steps (the camera's zoom) draw at 8× and cost ≈ 2.5×
 a later step, so short episodes understate it; `official` hardly depends on the cap.

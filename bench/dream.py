@@ -1,4 +1,4 @@
-"""Dream evaluator benchmark at the Doom paper scale (paper_settings §5, §7): one CMA-ES generation in the dream.
+"""Dream evaluator benchmark at the Doom paper scale (paper settings §5, §7): one CMA-ES generation in the dream.
 
 P = 64 members × K = 16 trials, z 64, LSTM 512, ≤ 2100 steps, τ 1.25, ZCH controller (1088 params), random
 weights. A random M's done logit almost never (or always) fires, so its bias is set to give a death rate of

@@ -1,4 +1,4 @@
-"""C's dream in one process (issue 16 item 2): the old serial path (one TF thread) vs the batched pool (all TF threads,
+"""C's dream in one process: the old serial path (one TF thread) vs the batched pool (all TF threads,
 the GPU when present), pycma's ask+tell cost (full vs separable CMA), and with `--xla` the dream graph under XLA.
 
 The small Doom dream: P = 32 members × K = 16 trials, z 64, LSTM 256, ZCH controller, random weights with the done

@@ -1,4 +1,4 @@
-"""Benchmark M's training step: the custom `tf.scan` cell vs `keras.layers.LSTM` (mdnrnn.lstm, issue 16 item 3).
+"""Benchmark M's training step: the custom `tf.scan` cell vs `keras.layers.LSTM` (mdnrnn.lstm).
 
     .venv/bin/python bench/mdnrnn_lstm.py [--quick] [--steps N] [--rounds R] [--xla]
 
@@ -6,7 +6,7 @@ Prints one JSON object: training steps/s of `make_train_step` (the train-mdnrnn 
 clipped Adam) for each implementation, and keras/custom, at the small Doom size (hidden 256, seq 100, batch 32,
 z 64) and the paper's Doom size (hidden 512, seq 500, batch 100; `--quick` skips it), each the best of R
 alternating rounds (the machine may be shared). Synthetic batches with a restart on 1 frame in 300 per stream
-(Doom's mean episode length, paper_settings §0), so the keras path cuts chunks into segments as in training
+(Doom's mean episode length, paper settings §0), so the keras path cuts chunks into segments as in training
 (`keras_no_restart`: the same without restarts). On a GPU the keras path runs cuDNN. `--xla` adds the custom
 step under `jit_compile` (the compiled-cell alternative for the restart). `--loop` adds the train-mdnrnn loop at the
 small size with synthetic series: batches assembled between steps and every loss read (before) vs a prefetch

@@ -1,4 +1,4 @@
-"""The paper presets' cost on this machine (issue 16 item 5): `python bench/paper_scale.py` prints one JSON object.
+"""The paper presets' cost on this machine: `python bench/paper_scale.py` prints one JSON object.
 
 Every stage of the paper pipeline runs at the preset's true sizes (`configs/<env>.yaml`, no size preset) for about
 `--seconds` seconds on whatever device is present, each in a fresh subprocess (TF's thread count and GPU are fixed

@@ -4,7 +4,7 @@
 
 Prints one JSON object. Each measurement runs in its own subprocess so its peak RSS (ru_maxrss) is its own.
 "stream" is the train-vae pipeline (tf.data over the .npz shards: parallel decode, shuffle buffer, prefetch);
-"memory" is the authors' scheme (every frame in one uint8 array, random batches by index, paper_settings.md §2).
+"memory" is the authors' scheme (every frame in one uint8 array, random batches by index, docs/paper-settings.md §2).
 Both run the same compiled train step of the paper's ConvVAE (z=64, batch 100). "xla" is `vae.jit_compile: auto`'s
 probe (`wm.models.vae.xla_probe`): the graph and the XLA train step timed in one process, at the `small` presets'
 batch of 32; which is faster depends on the CPU.

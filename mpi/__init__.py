@@ -6,7 +6,7 @@
 
 Under `mpirun -n N` rank 0 is the master (it calls `make_pool`, which returns an `MPIPool`) and ranks 1..N−1
 serve tasks (`mpi.worker.serve`). Without a launcher (`launched_size() == 1`) `make_pool` returns a `SerialPool`
-with the same interface and mpi4py is never imported. Launch forms (paper_settings.md §8, peers.md §4 D):
+with the same interface and mpi4py is never imported. Launch forms (docs/paper-settings.md §8, peers.md §4 D):
 
     mpirun -n 3 python -m wm train-controller --run runs/doom   # the CLI sends ranks > 0 to the stage, which serves
     mpirun -n 3 python -m wm.mpi wm train-controller --run runs/doom      # mpi4py.futures style: ranks > 0 never parse

@@ -3,7 +3,7 @@
 Used by the MPMD launch form (`mpirun -n 1 python -m wm train-controller ... : -n 2 python -m wm.mpi.worker`), by
 `python -m wm.mpi` on ranks > 0, and by `wm/cli.py` when it finds itself on a worker rank. Each worker runs one
 thread (MKL/OMP/OpenBLAS, and TF through `wm.core.tf_setup.setup(threads=1, gpu=False)` in the initializer) and
-stays off the GPU (paper_settings.md §8: `MKL_NUM_THREADS=1`, `OMP_NUM_THREADS=1`; peers.md §4 C: every
+stays off the GPU (docs/paper-settings.md §8: `MKL_NUM_THREADS=1`, `OMP_NUM_THREADS=1`; peers.md §4 C: every
 worker's TF grabbing the GPU ran out of memory).
 """
 

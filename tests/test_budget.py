@@ -1,4 +1,4 @@
-"""Training-time episode budgets of real-env fitness (issue 15): the curriculum cap, the CarRacing no-progress stop,
+"""Training-time episode budgets of real-env fitness: the curriculum cap, the CarRacing no-progress stop,
 and how they reach the real evaluator through the engine's tasks."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The fast CarRacing renderer (`env.renderer: fast`, wm/envs/car_render.py) against gymnasium's (issue 15).
+"""The fast CarRacing renderer (`env.renderer: fast`, wm/envs/car_render.py) against gymnasium's.
 
 One seeded 100-step trajectory is played by both renderers with the same actions (module fixture, ~2 s): physics,
 rewards and termination must be identical, the frames close after the paper's preprocessing.

@@ -1,4 +1,4 @@
-"""CLI: fast --help without TensorFlow, status on a fixture run dir, one-line errors (issue 2)."""
+"""CLI: fast --help without TensorFlow, status on a fixture run dir, one-line errors."""
 
 from __future__ import annotations
 

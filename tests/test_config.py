@@ -1,4 +1,4 @@
-"""Config merge order and strict errors (issue 2)."""
+"""Config merge order and strict errors."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_config_is_immutable():
 
 
 def test_the_car_dream_preset_trains_a_round_in_the_dream_on_a_finished_small_run():
-    """`--configs carracing small dream` (issue 17): the first pass is `small`'s, unchanged, and one round trains C
+    """`--configs carracing small dream`: the first pass is `small`'s, unchanged, and one round trains C
     only in M's dream with a new M that has done and reward heads and dropout; only `iterate` differs, which may
     change on a finished run."""
     from wm.rounds.iterate import round_config

@@ -1,4 +1,4 @@
-"""C (paper_settings §6): parameter counts, the authors' flat-vector layouts, NumPy vs TF, batching, car post-processing."""
+"""C (paper settings §6): parameter counts, the authors' flat-vector layouts, NumPy vs TF, batching, car post-processing."""
 
 from __future__ import annotations
 

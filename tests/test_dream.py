@@ -1,4 +1,4 @@
-"""The dream (paper_settings §5): batched evaluator vs single DreamEnv, determinism, batch independence, caps."""
+"""The dream (paper settings §5): batched evaluator vs single DreamEnv, determinism, batch independence, caps."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""C's dream in one process (issue 16 item 2): the batched pool (all TF threads, the whole population × trials as one
+"""C's dream in one process: the batched pool (all TF threads, the whole population × trials as one
 task) gives the returns of the serial one-thread pool and the process pool; `es.device` is decided before TF
 starts and `gpu` without a GPU is refused in one line; separable CMA-ES (`es.cma_diagonal`) still learns."""
 

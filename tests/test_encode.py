@@ -1,4 +1,4 @@
-"""encode (paper_settings.md §3): series shapes and dtypes, initial_z, per-episode resume, refusals."""
+"""encode (docs/paper-settings.md §3): series shapes and dtypes, initial_z, per-episode resume, refusals."""
 
 from __future__ import annotations
 

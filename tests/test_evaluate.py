@@ -1,4 +1,4 @@
-"""Evaluate stage, τ sweep and GIFs (issue 7): seed list, summary fields, random baseline, one table row per τ."""
+"""Evaluate stage, τ sweep and GIFs: seed list, summary fields, random baseline, one table row per τ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`wm export` and the agent shipped with the suite (issue 19 item 3)."""
+"""`wm export` and the agent shipped with the suite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 14, "nothing silently wrong": bad data files are named, counted and refused past a share; a refused command
+""" "nothing silently wrong": bad data files are named, counted and refused past a share; a refused command
 changes nothing on disk; a failed write (full disk) is one line and a rerun resumes; a rerun removes its stage's
 temporaries; a learning rate changed on resume is applied and said."""
 
@@ -487,7 +487,7 @@ def test_stage_start_removes_its_own_temporaries(tmp_path):
 
 
 def test_resumed_v_applies_a_changed_learning_rate_and_says_so(tmp_path):
-    """The checkpoint holds Adam's learning-rate variable; restoring it silently kept the old vae.lr (issue 14.6)."""
+    """The checkpoint holds Adam's learning-rate variable; restoring it silently kept the old vae.lr."""
     pytest.importorskip("tensorflow")
     sets = ["vae.batch_size=10", "vae.epochs=1", "vae.checkpoint_every=3", "vae.shuffle_buffer=30", "vae.val_fraction=0"]
     cfg, run = make_run(tmp_path, episodes=3, t=30, sets=sets)

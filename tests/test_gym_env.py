@@ -1,4 +1,4 @@
-"""Any gymnasium pixel env as `env.name: gym:<id>` (issue 20 item 1): actions, frames, seeding, refusals, Atari."""
+"""Any gymnasium pixel env as `env.name: gym:<id>`: actions, frames, seeding, refusals, Atari."""
 
 from __future__ import annotations
 

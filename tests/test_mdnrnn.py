@@ -1,4 +1,4 @@
-"""M (paper_settings §4): counts, NLL vs NumPy, temperature, restart zeroing, done weighting, batching,
+"""M (paper settings §4): counts, NLL vs NumPy, temperature, restart zeroing, done weighting, batching,
 learning sanity, the train-mdnrnn stage (resume equivalence, refusals)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""M's cuDNN-eligible path (issue 16 item 3, `mdnrnn.lstm: keras`): `keras.layers.LSTM` on a view of the custom
+"""M's cuDNN-eligible path: `keras.layers.LSTM` on a view of the custom
 cell's variables equals the custom `tf.scan` cell (outputs, final state, gradients), with no restart, with restarts
 in the middle of a chunk and at its first step, and without the done head (CarRacing); parameter counts and weight
 files are the custom ones; the train-mdnrnn stage gives the same losses and weights with either. Also the stage's

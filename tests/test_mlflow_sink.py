@@ -1,4 +1,4 @@
-"""MLflow as an optional metrics sink (issue 20 item 3), against a local file tracking store."""
+"""MLflow as an optional metrics sink, against a local file tracking store."""
 
 from __future__ import annotations
 

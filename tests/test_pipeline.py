@@ -1,4 +1,4 @@
-"""The tiny DoomTakeCover pipeline end to end, killed mid-stage and resumed (issue 9).
+"""The tiny DoomTakeCover pipeline end to end, killed mid-stage and resumed.
 
 One real run (real ViZDoom, real TF training, real `mpirun -n 3`): the pipeline is started, killed while
 train-vae is running, then re-run with the same command, which must skip the finished stage, resume the

@@ -1,4 +1,4 @@
-"""The tiny Atari pipelines (Boxing, Freeway, through ale-py) end to end (issue 20): a gymnasium env by config only."""
+"""The tiny Atari pipelines (Boxing, Freeway, through ale-py) end to end: a gymnasium env by config only."""
 
 from __future__ import annotations
 

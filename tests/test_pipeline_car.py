@@ -1,6 +1,6 @@
-"""The tiny CarRacing pipeline end to end (issue 15): collect with the fast renderer → V → encode → M (with a reward
+"""The tiny CarRacing pipeline end to end: collect with the fast renderer → V → encode → M (with a reward
 head) → C in the real env under `mpirun -n 3` with the curriculum and the no-progress stop → evaluate with the
-official renderer; then C trained in the dream on M's predicted rewards (issue 17) in a copy of the run."""
+official renderer; then C trained in the dream on M's predicted rewards in a copy of the run."""
 
 from __future__ import annotations
 

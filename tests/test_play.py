@@ -1,4 +1,4 @@
-"""`wm play` (issue 19 item 1): the step loop both front ends share, the `--serve` protocol, the pygame window."""
+"""`wm play`: the step loop both front ends share, the `--serve` protocol, the pygame window."""
 
 from __future__ import annotations
 

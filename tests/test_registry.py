@@ -1,4 +1,4 @@
-"""The stage registry is the one list of stages (issue 13): verbs, status rows, TUI rows, report plots, the README's
+"""The stage registry is the one list of stages: verbs, status rows, TUI rows, report plots, the README's
 stage table and the artifact names all come from, or are checked against, `wm.core.registry` / `wm.core.rundir.ARTIFACTS`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Run report and Pillow plots (issue 7): every relative link resolves, plots are valid PNGs of the expected size."""
+"""Run report and Pillow plots: every relative link resolves, plots are valid PNGs of the expected size."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`python -m wm results` (issue 22): several runs gathered into one table with bootstrap CIs, on fake run dirs."""
+"""`python -m wm results`: several runs gathered into one table with bootstrap CIs, on fake run dirs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Round control (issue 22): each pass's C is checked in the real game; rounds go on while that improves, the best
+"""Round control: each pass's C is checked in the real game; rounds go on while that improves, the best
 pass's C is the run's result, an exploiting C raises the next round's exploration. Driven with stub check scores
 through the pipeline's own round loop (no training)."""
 
@@ -146,7 +146,7 @@ def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tm
 def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episodes(tmp_path, monkeypatch):
     """`iterate.evaluate_passes: result`: the rounds' stages stop after C's training (the checks score them), and once
     the rounds stop the pass round control chose, and no other, runs its evaluate stage; `all` evaluates each pass as
-    it goes and nothing after (issue 22: the evaluations took 5-8 of a Doom seed's 85 min and decided nothing)."""
+    it goes and nothing after."""
     scores = [(165, 1500), (160, 800), (740, 890), (600, 650)]  # round 2 is the result
     seen: list = []
     rounds, _, doc = _drive(tmp_path / "a", monkeypatch, scores, "iterate.evaluate_passes=result", stages=seen)
@@ -471,7 +471,7 @@ def test_control_helpers():
 
 
 def test_gate_verdict_reads_the_dream_gap_against_the_real_one():
-    # the CarRacing dream of issue 17: C 669.2 vs random −27.3 in the game, −56.5 vs −78.0 in M's dream → stop
+    # the CarRacing dream: C 669.2 vs random −27.3 in the game, −56.5 vs −78.0 in M's dream → stop
     why = gate_verdict(669.2, -27.3, -56.5, -78.0, 0.25)
     assert why is not None and "by 696.5 in the real game" in why and "by 21.5 in the dream" in why
     assert gate_verdict(800.0, 210.0, 600.0, 350.0, 0.25) is None  # Doom's dream shows 250 of 590: it transfers
@@ -521,7 +521,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
 
 
 def test_the_dream_gate_stops_a_round_whose_dream_does_not_rank_the_real_c(tmp_path, monkeypatch):
-    """The car's dream of issue 17 (C 669.2 vs random −27.3 real; −56.5 vs −78.0 dreamed): the round stops before C's
+    """The car's dream (C 669.2 vs random −27.3 real; −56.5 vs −78.0 dreamed): the round stops before C's
     training with one line; a dream that shows the gap lets it train; gate 0 never evaluates."""
     bad = {"gate-real": 669.2, "gate-random": -27.3, "gate-dream-c": -56.5, "gate-dream-random": -78.0}
     ran, asked, err = _gate_run(tmp_path / "a", monkeypatch, bad, "iterate.dream_gate=4")
@@ -634,7 +634,7 @@ def test_the_dream_gate_reads_round_controls_random_check_on_the_same_seeds(tmp_
 def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, monkeypatch):
     """`pipeline --demo` writes the report after the stages: their times (pipeline_timings.jsonl, the report's
     per-pass time column) and every round's dream evaluation must be on disk by then, or a fresh run's report shows
-    "—" for them (issue 22 item 5)."""
+    "—" for them."""
     import subprocess
 
     from wm.tools.report import render
@@ -710,7 +710,7 @@ def test_with_evaluate_passes_result_the_first_pass_stops_after_c_and_the_demo_d
 def test_a_resumed_runs_report_times_each_pass_by_its_stages_where_the_pipeline_did_not(tmp_path, monkeypatch):
     """A killed pipeline writes no stage times (pipeline_timings.jsonl is written at its end), so after a resume the
     earlier passes' stages take their metrics spans: seed 1's resumed run read "—" for round 1 and 39 s (only its
-    evaluate) for round 2 (issue 22 item 5)."""
+    evaluate) for round 2."""
     import time
 
     from wm.tools.report import rounds_section

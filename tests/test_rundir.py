@@ -1,4 +1,4 @@
-"""Run directory: conflicting reruns, atomic writes, sentinels, status (issue 2)."""
+"""Run directory: conflicting reruns, atomic writes, sentinels, status."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluation seeds never meet training seeds (issue 22): every training seed is drawn at or above TRAINING_FLOOR,
+"""Evaluation seeds never meet training seeds: every training seed is drawn at or above TRAINING_FLOOR,
 every evaluation / check seed is refused there."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""TF device setup happens once, first (issue 16 item 1): `wm.core.tf_setup` records its decision, a later compatible call
+"""TF device setup happens once, first: `wm.core.tf_setup` records its decision, a later compatible call
 is a no-op, another GPU set after TF started is a clear WMError, and the entry points decide before TF starts.
 
 Each case runs in a fresh Python (a decision is process-wide, and TF cannot be reset within a process). On a CPU-only
@@ -117,7 +117,7 @@ print("ok")
 
 
 def test_dream_evaluation_then_gif_in_one_process(tmp_path, repo_root):
-    """The sequence that crashed on a GPU box (issue 16 item 1): `evaluate --dream` (the engine's in-process pool
+    """The sequence that crashed on a GPU box: `evaluate --dream` (the engine's in-process pool
     sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI."""
     from tests.test_evaluate import _tiny_run
 

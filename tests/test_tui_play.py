@@ -1,4 +1,4 @@
-"""The TUI's play screen (issue 19): keys held become the server's step requests, frames are drawn, r restarts,
+"""The TUI's play screen: keys held become the server's step requests, frames are drawn, r restarts,
 τ keys ask for a new temperature, Escape stops the server. The server is a fake speaking `wm play --serve`'s
 protocol (tests/fixtures/fake_play.py); `tests/test_play.py` tests the real one."""
 

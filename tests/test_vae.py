@@ -1,4 +1,4 @@
-"""V (paper_settings.md §2): exact parameter counts, loss vs NumPy, learning sanity, checkpoints, resume, NaN guard."""
+"""V (docs/paper-settings.md §2): exact parameter counts, loss vs NumPy, learning sanity, checkpoints, resume, NaN guard."""
 
 from __future__ import annotations
 

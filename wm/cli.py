@@ -198,7 +198,7 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
     from wm.core.rundir import stage
 
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
-    # error ---") to the console: the failure comes out as one `error:` line from the write that raises (issue 14).
+    # error ---") to the console: the failure comes out as one `error:` line from the write that raises.
     logging.raiseExceptions = False
     if stage(verb).reads and not args.configs:  # with --configs a command may start a run (a refusal takes it back)
         existing_run(run)
@@ -212,7 +212,7 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
         mod.run(cfg, run, args)
         return 0
-    # The LOCK first, then the config, then anything else (issue 14): a command refused because the stage is
+    # The LOCK first, then the config, then anything else: a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
     with run.lock(stage(verb).verb):
         if run.is_done(verb) and not _redo(mod, args):
@@ -312,7 +312,7 @@ def _main(argv: Sequence[str] | None) -> int:
         return 1 if isinstance(e, RunFailed) else 2
     except OSError as e:
         # A write outside the atomic writes (a log, a metrics line, a folder) on a full, read-only or forbidden
-        # disk, also when it comes back from a worker process: one line, not a traceback (issue 14). Any other
+        # disk, also when it comes back from a worker process: one line, not a traceback. Any other
         # OSError is a bug to see in full.
         import errno
 

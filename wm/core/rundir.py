@@ -102,7 +102,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     reader of the run dir ignores (and the CLI removes from a stage's folder when the stage starts).
 
     An OSError on the way (a full disk, a read-only or forbidden folder, inside the body too) becomes a
-    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...` (issue 14).
+    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...`.
     """
     path = Path(path)
     tmp_path = None

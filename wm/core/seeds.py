@@ -1,4 +1,4 @@
-"""Seed spaces: no evaluation episode is ever a training episode (issue 22).
+"""Seed spaces: no evaluation episode is ever a training episode.
 
 Evaluation seeds (`evaluate.seed + i`, round control's check seeds `iterate.check_seed + i`) must lie below
 `TRAINING_FLOOR`; every seed used in training (collect's env seeds, CMA-ES's episode seeds, the seeds of its

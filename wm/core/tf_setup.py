@@ -77,7 +77,7 @@ class _Process:
 
 
 def role_default() -> Devices:
-    """MPI worker ranks: one thread, no GPU (paper_settings §8; peers.md §4 C); any other process: TF's defaults."""
+    """MPI worker ranks: one thread, no GPU (paper settings §8; peers.md §4 C); any other process: TF's defaults."""
     from wm.mpi import launched_rank  # reads the launcher's environment only
 
     return Devices(1, False) if launched_rank() > 0 else Devices(None, True)

@@ -1,4 +1,4 @@
-"""Streaming frames for V: a `tf.data` pipeline over the episode shards with bounded memory (paper_settings.md §2).
+"""Streaming frames for V: a `tf.data` pipeline over the episode shards with bounded memory (docs/paper-settings.md §2).
 
 The authors load every frame into one array (123 GB for the car) and shuffle it (§2). Here an epoch is:
 episode files in a seeded random order → `cycle` files decoded in parallel and interleaved frame by frame →

@@ -1,4 +1,4 @@
-"""Batches of encoded series for M (paper_settings §4), in the two schemes of the authors.
+"""Batches of encoded series for M (paper settings §4), in the two schemes of the authors.
 
 Every batch is a dict of NumPy arrays for L input steps:
   z (B, L+1, z) float32   frames; inputs are z[:, :L], targets z[:, 1:] (teacher forcing, shift 1)

@@ -1,4 +1,4 @@
-"""A fast `state_pixels` renderer for gymnasium CarRacing-v3 (`env.renderer: fast`, issue 15).
+"""A fast `state_pixels` renderer for gymnasium CarRacing-v3 (`env.renderer: fast`).
 
 Gymnasium draws every observation on the full 1000×800 window with pygame and then smooth-scales it to 96×96,
 which is ≈ 98 % of a step. `FastCarRacing` subclasses gymnasium's `CarRacing` and replaces only that drawing:

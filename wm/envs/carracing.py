@@ -1,4 +1,4 @@
-"""Gymnasium CarRacing-v3 behind the controller-space wrapper (paper_settings.md §1a, §6, §10.3).
+"""Gymnasium CarRacing-v3 behind the controller-space wrapper (docs/paper-settings.md §1a, §6, §10.3).
 
 The base env is built with `gymnasium.make(...).unwrapped`: no TimeLimit (the cap is ours, like the authors'
 directly built `CarRacingWrapper`) and no order checks, so collection can keep stepping after termination
@@ -8,7 +8,7 @@ directly built `CarRacingWrapper`) and no order checks, so collection can keep s
 `cfg.env.renderer` picks who draws the 96×96 `state_pixels`: `official` (gymnasium) or `fast`
 (`wm.envs.car_render.FastCarRacing`, a subclass of gymnasium's class with the same physics and seeding that draws
 straight at 2× the state resolution: ≈ 7× the steps/s, frames within half a grey level after preprocessing on
-average; issue 15). A training-time option: scores are measured with `official`.
+average). A training-time option: scores are measured with `official`.
 """
 
 from __future__ import annotations

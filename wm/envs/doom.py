@@ -1,4 +1,4 @@
-"""ViZDoom `VizdoomTakeCover-v1` behind the controller-space wrapper (paper_settings.md §1b, §10.4).
+"""ViZDoom `VizdoomTakeCover-v1` behind the controller-space wrapper (docs/paper-settings.md §1b, §10.4).
 
 Skill: the registered env forwards extra `gymnasium.make` kwargs to `DoomGame.set_config` before the game is
 initialised (init happens on the first reset), so `gymnasium.make("VizdoomTakeCover-v1", doom_skill=5)` sets

@@ -1,4 +1,4 @@
-"""Any gymnasium env with a pixel screen as a world-models env: `env.name: gym:<id>` (issue 20).
+"""Any gymnasium env with a pixel screen as a world-models env: `env.name: gym:<id>`.
 
     --configs atari_boxing tiny                      # the Atari preset (configs/atari.yaml; needs ale-py)
     --set env.name=gym:CartPole-v1 env.actions=discrete:2 env.crop=[150,350,0,600]   # any other env

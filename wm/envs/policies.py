@@ -1,4 +1,4 @@
-"""Data-collection policies in controller space (paper_settings.md §1a, §1b).
+"""Data-collection policies in controller space (docs/paper-settings.md §1a, §1b).
 
 - `random_agent` (car, §1a): the authors roll out a world-model agent with random weights. Their V and M
   weights end up ≈ 1e-6, so z ≈ N(0, I) fresh every step and h ≈ 0; C keeps Cauchy × stdev weights with

@@ -1,6 +1,6 @@
 """Frame preprocessing: raw RGB screen → 64×64×3 uint8, in two modes behind `cfg.env.preprocess`.
 
-`ha2018` reproduces the authors' pixels (paper_settings.md §1a, §10.1). Their code calls
+`ha2018` reproduces the authors' pixels (docs/paper-settings.md §1a, §10.1). Their code calls
 `scipy.misc.imresize(frame / 255.0, (64, 64))` and then `((1.0 - x) * 255).round().astype(np.uint8)`.
 What that computes is: `bytescale` stretches the crop's own min–max to 0–255 (float, `+ 0.5` then truncate),
 PIL resizes bilinearly to 64×64, and the last line maps every uint8 value v to (v − 1) mod 256, so the

@@ -1,4 +1,4 @@
-"""Training-time episode budgets for real-env fitness (issue 15), both off by default (the paper plays every
+"""Training-time episode budgets for real-env fitness, both off by default (the paper plays every
 training episode to the end):
 
 - `es.curriculum: [N, k]` (the seeds' curriculum, seed 004): the population's episodes are capped at N steps in

@@ -1,4 +1,4 @@
-"""CMA-ES for the controller: an ask/tell wrapper around `cma.CMAEvolutionStrategy` (paper_settings.md §7).
+"""CMA-ES for the controller: an ask/tell wrapper around `cma.CMAEvolutionStrategy` (docs/paper-settings.md §7).
 
 What the wrapper adds to pycma, each item from §7 or §10:
 - fitness is a return to **maximise**; pycma minimises, so we pass `-(R - wd · mean(θ²))`. The authors' `es.py`

@@ -1,4 +1,4 @@
-"""C: the paper's linear (or one-hidden-layer) controller on flat parameter vectors (paper_settings §6).
+"""C: the paper's linear (or one-hidden-layer) controller on flat parameter vectors (paper settings §6).
 
 Modes (authors' `rnn.py`): "zch" [z, c, h], "zc" [z, c], "z" [z], "z_hidden" [z] → 40 tanh units → A, "zh" [z, h].
 Flat-vector layouts, exactly the authors' (so their `.best.json` vectors load as they are):

@@ -1,4 +1,4 @@
-"""M: the paper's MDN-RNN (paper_settings §4), its loss and its training step, in Keras 3 + TFP.
+"""M: the paper's MDN-RNN (paper settings §4), its loss and its training step, in Keras 3 + TFP.
 
 Keras mapping of the authors' cell (`LayerNormBasicLSTMCell`, layer norm off, forget_bias 1.0):
 the kernel on [x, h] ((in + H), 4H) kept as two variables, `lstm_kernel_x` (rows of x) and `lstm_kernel_h` (rows

@@ -1,7 +1,7 @@
 """The MDN mixture: the only module that builds TFP distributions (the loss and the temperature sampler).
 
 M's head returns plain tensors: per latent dimension K log-mix weights (log-softmaxed), K means and K log-stds
-(paper_settings §4: factorised, one mixture per dimension, log-std not clamped). Here they become
+(paper settings §4: factorised, one mixture per dimension, log-std not clamped). Here they become
 `MixtureSameFamily(Categorical(logits), Normal(mu, sigma))` with batch shape [..., z_dim] (§10.13), for
 
 * `mixture_nll`: −log Σ_k π_k N(z; μ_k, σ_k), averaged over the unmasked (batch · time · dims) entries (§4);

@@ -106,7 +106,7 @@ class Checkpoint:
         for v, a in zip(opt_vars, o, strict=False):
             if _is_learning_rate(v):
                 # A constant learning rate is an optimizer variable, so restoring it would silently keep the old
-                # `<stage>.lr` while config.yaml says the new one (issue 14.6): the configured value wins, and the
+                # `<stage>.lr` while config.yaml says the new one: the configured value wins, and the
                 # change is left in `lr_change` for the stage to say. (A schedule is no variable: it follows the config.)
                 configured, saved = float(np.asarray(v.numpy())), float(a)
                 if configured != saved:

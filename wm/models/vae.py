@@ -1,4 +1,4 @@
-"""V: the paper's convolutional VAE, its loss and its training step (paper_settings.md §2).
+"""V: the paper's convolutional VAE, its loss and its training step (docs/paper-settings.md §2).
 
 Layers, loss and optimiser follow the authors' `vae/vae.py` exactly: four k4/s2 'valid' convs (32-64-128-256),
 linear μ and logvar heads, a linear dense 1024 reshaped to 1×1×1024, deconvs k5,k5,k6,k6 (128-64-32-3), sigmoid
@@ -55,7 +55,7 @@ class ConvVAE(keras.Model):
         self.logvar_head = L.Dense(self.z_dim, name="enc_logvar")
         self.mu_head.build((None, 1024))
         self.logvar_head.build((None, 1024))
-        # Rows 8–12: 1×1 → 5 → 13 → 30 → 64. The output layer stays float32 under mixed precision (issue 4, item 6).
+        # Rows 8–12: 1×1 → 5 → 13 → 30 → 64. The output layer stays float32 under mixed precision.
         self.decoder = keras.Sequential(
             [keras.Input((self.z_dim,)), L.Dense(1024, name="dec_dense"), L.Reshape((1, 1, 1024), name="dec_reshape")]
             + [

@@ -1,4 +1,4 @@
-"""The dream: M as an environment (paper_settings §5), batched over whole populations in one compiled graph.
+"""The dream: M as an environment (paper settings §5), batched over whole populations in one compiled graph.
 
 `DreamEvaluator.evaluate(params (P, n), seeds (P, K))` runs all P·K episodes in one `tf.function` with a
 `tf.while_loop`. Per step, for every live episode: a = C([z, c, h]) (post-processed for CarRacing, §6) → M step

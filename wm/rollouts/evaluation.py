@@ -1,4 +1,4 @@
-"""The evaluation protocol (paper_settings.md §9): fixed seeds, the summary, its files and the progress line.
+"""The evaluation protocol (docs/paper-settings.md §9): fixed seeds, the summary, its files and the progress line.
 
 Episode i uses seed `evaluate.seed + i` (env reset and every random draw of that episode), so two evaluations of
 the same parameters give the same numbers; the ± is `np.std` over the episodes, as in §9. Results of one
@@ -105,7 +105,7 @@ class Progress:
 
 def scoring_config(cfg: Config) -> Config:
     """`cfg` as scores are measured: CarRacing with gymnasium's own renderer, whatever `env.renderer` trained with
-    (the fast renderer is a training-time option, issue 15; its frames differ slightly from the official ones)."""
+    (the fast renderer is a training-time option; its frames differ slightly from the official ones)."""
     from wm.core import config as C
 
     if cfg.env.renderer == "official":

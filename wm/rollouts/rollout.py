@@ -3,7 +3,7 @@
 `RealEvaluator.evaluate(params (P, n), seeds (P, K)) -> (returns (P, K), lengths (P, K))`, the same signature as
 the dream's evaluator: every (member, seed) episode is queued and `n_envs` envs take the next episode as they
 finish one, so short episodes do not leave a slot idle. Per step, for all slots at once, one compiled graph does
-(paper_settings.md §6): encode obs_t with V → z_t = μ + σ·ε (a **sampled** z, not μ; ε from the episode's seed)
+(docs/paper-settings.md §6): encode obs_t with V → z_t = μ + σ·ε (a **sampled** z, not μ; ε from the episode's seed)
 → a_t = C([z_t, state_t]) with each slot's own parameters → M step with (z_t, m_action(a_t)) (restart = 1 on an
 episode's first step, §4) → then each env steps with a_t (in Doom-real M is updated before `env.step`, §6).
 The graph has a fixed batch of `n_envs` (idle slots are padded), so it is traced once: no per-step eager calls

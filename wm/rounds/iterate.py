@@ -118,7 +118,7 @@ def prepare_round(base: RunDir, cfg: Config, k: int, explore: float | None = Non
     return child
 
 
-# ---------------------------------------------------------------- round control (issue 22)
+# ---------------------------------------------------------------- round control
 
 
 @dataclass(frozen=True)

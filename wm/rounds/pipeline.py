@@ -288,7 +288,7 @@ def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
     line when the dream does not show the real game's difference between them (`gate_verdict`).
 
     The previous C plays the real game with `child`'s V and M, as it does in the dream: C reads M's h, and a new M's h
-    is not the one it was trained on (issue 17: car0d's C scored 669.0 with its own M, 350.5 with the round's)."""
+    is not the one it was trained on."""
     n = int(cfg.iterate.dream_gate)
     if n <= 0 or str(cfg.es.fitness) != "dream":
         return

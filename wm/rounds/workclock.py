@@ -3,7 +3,7 @@ the reference machine, not in this machine's wall-clock minutes, so a seed runs 
 
 With the wall clock (`iterate.clock: wall`, the default) `iterate.max_minutes` counts this machine's minutes, and a
 seed's rounds depend on the machine: this project's 2-core machines ran the same fixed-size first pass in 25.1 and
-33.2 min, so a seed that learns in its sixth round on one may stop unlearned on the other (issue 22, README). The
+33.2 min, so a seed that learns in its sixth round on one may stop unlearned on the other. The
 work clock reads what each pass did from its run directory (frames collected and encoded, V's and M's training
 samples, dreamed and real steps, the stages it ran) and prices each unit at `iterate.work`'s seconds, measured on
 the reference machine (fitted from a finished run's stage timings). It is a pure function of the files: a killed and

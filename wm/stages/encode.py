@@ -1,4 +1,4 @@
-"""`encode`: run V over every episode and write the series M trains on (paper_settings.md §3).
+"""`encode`: run V over every episode and write the series M trains on (docs/paper-settings.md §3).
 
 `series/ep_NNNNNN.npz` holds μ and logvar (float16, as the authors' `series.py`), plus the episode's action,
 reward and done; `series/initial_z.npz` holds float32 μ and logvar of frame 0 of the first `encode.initial_z`

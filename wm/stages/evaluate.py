@@ -1,4 +1,4 @@
-"""`python -m wm evaluate`: the paper's evaluation protocol (paper_settings.md §9) on a fixed, recorded seed list.
+"""`python -m wm evaluate`: the paper's evaluation protocol (docs/paper-settings.md §9) on a fixed, recorded seed list.
 
     python -m wm evaluate --run runs/doom                  # trained C (best) in the real env, 100 episodes → DONE
     python -m wm evaluate --run runs/doom --random         # random policy baseline (Doom paper: 210 ± 108), no model

@@ -1,4 +1,4 @@
-"""`train-mdnrnn`: train M on `series/` as the authors did (paper_settings §4), then write a dream preview GIF.
+"""`train-mdnrnn`: train M on `series/` as the authors did (paper settings §4), then write a dream preview GIF.
 
 `mdnrnn.batching`: `episodes` (Car: `mdnrnn.steps` steps of B random whole episodes) or `streams` (Doom:
 `mdnrnn.epochs` epochs of B parallel streams in `seq_len` chunks with the LSTM state carried between chunks).

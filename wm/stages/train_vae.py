@@ -1,4 +1,4 @@
-"""`train-vae`: train V (the paper's ConvVAE, paper_settings.md §2) on the episodes, streamed from the shards.
+"""`train-vae`: train V (the paper's ConvVAE, docs/paper-settings.md §2) on the episodes, streamed from the shards.
 
 Outputs in `vae/`: `vae.weights.h5` (best by validation loss; what later stages load), `checkpoint.npz` (model +
 Adam + state, every `vae.checkpoint_every` steps and every epoch), `recon_epoch_NNN.png` and `reconstructions.png`

@@ -2,7 +2,7 @@
 
 Reads the run directory only (config.yaml, DONE files, metrics/*.jsonl, eval/*/summary.json, the images the stages
 wrote); never imports TensorFlow. Sections: config summary, each stage's state, key figures and time, the
-evaluation table against the paper's numbers (paper_settings.md §9), the τ sweep when there is one, training
+evaluation table against the paper's numbers (docs/paper-settings.md §9), the τ sweep when there is one, training
 curves (V loss, M NLL, CMA-ES mean/best/eval per generation) and links to the images. Every link is relative and
 points to a file that exists when the report is written.
 """
@@ -251,7 +251,7 @@ def render(run: RunDir) -> str:
         f"# World Models run report: `{run.path.name}`",
         "",
         f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
-        "Paper numbers: `paper_settings.md` §9.",
+        "Paper numbers: `docs/paper-settings.md` §9.",
         "",
         "## Configuration",
         "",

@@ -1,4 +1,4 @@
-"""`python -m wm results --runs runs/s0 runs/s1 runs/s2`: several runs (seeds) gathered into one table (issue 22).
+"""`python -m wm results --runs runs/s0 runs/s1 runs/s2`: several runs (seeds) gathered into one table.
 
     python -m wm results --runs runs/s0 runs/s1 runs/s2                       # → results/results.{md,json}
     python -m wm results --runs runs/s0 runs/s1 --frozen runs/s3 --out paper/  # rows of a frozen recipe too

@@ -1,4 +1,4 @@
-"""The Doom temperature table (paper_settings.md §9): dream and real scores of controllers per τ.
+"""The Doom temperature table (docs/paper-settings.md §9): dream and real scores of controllers per τ.
 
 Train-free sweep (`python -m wm evaluate --run runs/doom --sweep`): the run's controller is re-evaluated in the
 dream at every τ of `evaluate.temperatures` and once in the real env (its real score does not depend on τ, so it
