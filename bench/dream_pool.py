@@ -41,7 +41,7 @@ def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int
 
     m, c, mu0, lv0, params, rng = random_world(hidden, p)
     ev = DreamEvaluator(m, c, mu0, lv0, 1.25, cap)
-    if xla:  # measurement only: under XLA the compacted loop miscounts episode lengths (README)
+    if xla:  # measurement only: under XLA the compacted loop miscounts episode lengths (docs/results/timings.md)
         ev._run = tf.function(ev._graph, reduce_retracing=True, jit_compile=True)  # noqa: SLF001
     seeds = [rng.integers(0, 2**31, (p, k)) for _ in range(gens + 1)]
     t0 = time.perf_counter()
@@ -95,7 +95,7 @@ def main() -> None:
     ap.add_argument("--gens", type=int, default=2, help="timed generations per variant")
     ap.add_argument("--pop", type=int, default=32)
     ap.add_argument("--trials", type=int, default=16)
-    ap.add_argument("--xla", action="store_true", help="also the dream graph under XLA (not equivalent: see README)")
+    ap.add_argument("--xla", action="store_true", help="also the dream graph under XLA (not equivalent)")
     ap.add_argument("--variant", help=argparse.SUPPRESS)  # "threads,gpu,xla": run one variant here (a subprocess)
     args = ap.parse_args()
     if args.variant:

@@ -133,7 +133,7 @@ class PassCheck:
     final_episodes: int | None = None  # the episodes `final` is the mean of (final_check, + final_more for the best two)
 
     def exploits(self, ratio: float) -> bool:
-        """The dream rates C far above the game: C found a state M gets wrong (the wall, README)."""
+        """The dream rates C far above the game: C found a state M gets wrong (the wall: docs/results/doom-small.md)."""
         return self.dream > ratio * max(self.real, 1e-9)
 
 

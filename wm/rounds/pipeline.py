@@ -527,10 +527,9 @@ def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[Pa
     """`iterate.final_check`: the best few passes that play (`final_candidates`) play that many real episodes on the
     check seeds (`eval/final-check`; the short check's seeds are their first, and its episodes count without being
     played again), and the best of them is the run's result: a 30-episode check has a standard error ≈ 80 at Doom's
-    std ≈ 450, so between learned rounds it picks nearly at random (README: seed 14). With `iterate.final_more`, the
-    two best of them then play that many more on the seeds after (`eval/final-more`) and the better mean over all
-    their final episodes is the result: 100 episodes still leave a difference of two Cs ± ≈ 70 (README: seed 1's
-    rounds 5 and 6)."""
+    std ≈ 450, so between learned rounds it picks nearly at random. With `iterate.final_more`, the two best of them
+    then play that many more on the seeds after (`eval/final-more`) and the better mean over all their final episodes
+    is the result: 100 episodes still leave a difference of two Cs ± ≈ 70 (docs/results/doom-small.md)."""
     picks = final_candidates(history, cfg, random)
     n, more = int(cfg.iterate.final_check), int(cfg.iterate.final_more)
     out = list(history)

@@ -25,7 +25,7 @@ The JSON also holds the aggregate over the non-frozen runs and over the `--froze
 `--paired A B` (repeatable) compares two controllers played on the same evaluation seeds, one row per pair
 (`paired.md`, `paired.json`): each side is resolved to its result C as above (a round's own directory names that
 round), episodes are matched by seed, and the row gives both means over the matched episodes, the mean difference
-B − A with its paired standard error (std of the differences, ddof 1, over √n: the "paired SE" of the README's
+B − A with its paired standard error (std of the differences, ddof 1, over √n: the "paired SE" of the results pages'
 tables), a percentile bootstrap 95 % CI of the mean difference, and the correlation of the two sides' returns. On the
 same seeds the game's own episode-to-episode spread cancels in part, so a paired SE is smaller than the unpaired one.
 
