@@ -93,7 +93,7 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert summary["episodes"] == 4 and len(summary["seeds"]) == 4
     # The tiny pipeline's figures on seed 0, recorded (the same before and after the retired levers left the code):
     # resumed after the kill, the first pass must give the same numbers.
-    returns = [json.loads(line)["return"] for line in (run.path / "eval" / "real" / "episodes.jsonl").read_text().split()]
+    returns = [json.loads(line)["return"] for line in (run.path / "eval" / "real" / "episodes.jsonl").read_text().splitlines()]
     assert returns == [164.0, 276.0, 264.0, 132.0]
 
     def last(verb: str, key: str) -> float:
