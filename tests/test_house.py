@@ -116,3 +116,32 @@ def test_the_readme_quick_starts_parse_with_the_cli_parser():
         except SystemExit as e:
             if e.code:
                 pytest.fail(f"the README's `wm {' '.join(words)}` is refused by the CLI")
+
+
+class _Planted:
+    """An object whose unpickling would create a marker file: what a run dir handed to you could hold."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_planted_pickles_in_a_run_dirs_arrays_do_not_run(tmp_path):
+    """C's parameters and the dream's starts are read with allow_pickle=False: an object array planted in their
+    .npz is refused in one line and nothing in it runs."""
+    import numpy as np
+
+    from wm.core.errors import WMError
+    from wm.rollouts.world import read_initial_z, read_params
+
+    marker = tmp_path / "ran"
+    planted = np.array([_Planted(marker)], dtype=object)
+    np.savez(tmp_path / "best.npz", params=planted)
+    np.savez(tmp_path / "initial_z.npz", mu=planted, logvar=planted)
+    with pytest.raises(WMError, match="cannot read"):
+        read_params(tmp_path / "best.npz", 1)
+    with pytest.raises(WMError):
+        read_initial_z(tmp_path / "initial_z.npz", 1)
+    assert not marker.exists()

@@ -320,7 +320,7 @@ class RunDir:
         """Every kept check in generation order: its file and its arrays (read once, the file closed)."""
         out = []
         for f in self.check_files():
-            with np.load(f) as z:
+            with np.load(f, allow_pickle=False) as z:
                 out.append((f, {k: z[k] for k in z.files}))
         return out
 

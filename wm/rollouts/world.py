@@ -75,7 +75,7 @@ def read_params(path: Path, n: int, what: str = "controller parameters") -> np.n
     if not Path(path).exists():
         raise WMError(f"{what} {path} not found")
     try:
-        with np.load(path) as f:
+        with np.load(path, allow_pickle=False) as f:
             params = np.asarray(f["params"], np.float64).reshape(-1)
     except Exception as e:  # noqa: BLE001 — any unreadable file is one clear line
         raise WMError(f"{what}: cannot read {path} ({type(e).__name__}: {e})".splitlines()[0]) from None
@@ -91,7 +91,7 @@ def read_initial_z(path: Path, z_dim: int) -> tuple[np.ndarray, np.ndarray]:
     if not path.exists():
         raise WMError(f"{path} not found (run encode first: the dream starts from it)")
     try:
-        with np.load(path) as f:
+        with np.load(path, allow_pickle=False) as f:
             mu, logvar = f["mu"].astype(np.float32), f["logvar"].astype(np.float32)
     except Exception as e:  # noqa: BLE001 — any unreadable file is one clear line
         raise WMError(f"{path}: unreadable initial_z ({type(e).__name__}: {e})".splitlines()[0]) from None

@@ -214,7 +214,7 @@ def _load_carry(path, state: dict, model, batch: int):
     import tensorflow as tf
 
     if state["chunk"] and path.exists():
-        with np.load(path) as f:
+        with np.load(path, allow_pickle=False) as f:
             if int(f["step"]) == state["step"] and f["c"].shape == (batch, model.hidden):
                 return tf.constant(f["c"]), tf.constant(f["h"])
     return model.initial_state(batch)

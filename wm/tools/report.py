@@ -194,7 +194,7 @@ def checks_section(run: RunDir, cfg: Any) -> list[str]:
         return []
     best = None
     if run.params("best").exists():
-        with np.load(run.params("best")) as b:
+        with np.load(run.params("best"), allow_pickle=False) as b:
             best = b["params"]
     rows, picked = [], 0
     for z in checks:
