@@ -150,7 +150,7 @@ def _redo_hint(mod) -> str:
     return "use --force to redo" + (f", {hint}" if hint else "")
 
 
-def run_stage(module: str, args: argparse.Namespace) -> int:
+def run_stage(args: argparse.Namespace) -> int:
     from wm.core.rundir import RunDir
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
 
@@ -183,7 +183,7 @@ def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> in
     from wm.core.errors import RunFailed, WMError
     from wm.core.rundir import Snapshot
 
-    snap = Snapshot(run.path)
+    snap = Snapshot(run.path, run.stage_dir(verb))
     try:
         return _run_stage_here(mod, run, verb, args)
     except WMError as e:
@@ -305,7 +305,7 @@ def _main(argv: Sequence[str] | None) -> int:
     tf_first(verb(args.verb).tf)
     try:
         if args._kind == "stage":
-            return run_stage(args._module, args)
+            return run_stage(args)
         return int(importlib.import_module(args._module).main(args) or 0)
     except WMError as e:
         print(f"error: {e}", file=sys.stderr)

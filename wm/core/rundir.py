@@ -546,27 +546,38 @@ class Snapshot:
     has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, stage_dir: Path):
+        """`stage_dir`: the folder of the stage the command runs, the only work a stage writes; the rest of the run
+        (a paper run's 10k episodes, say) is not scanned."""
         self.path = path
         self.existed = path.exists()
+        self.watched = [path / "config.yaml", *(path / b for b in BOOKKEEPING[1:]), stage_dir]
         self.config = (path / "config.yaml").read_bytes() if (path / "config.yaml").exists() else None
         self.files: dict[Path, tuple[int, int]] = {}
-        self.dirs: set[Path] = set()
-        if self.existed:
-            for p in path.rglob("*"):
-                with contextlib.suppress(OSError):
-                    st = p.lstat()
-                    if p.is_dir() and not p.is_symlink():
-                        self.dirs.add(p)
-                    else:
-                        self.files[p] = (st.st_size, st.st_mtime_ns)
+        self.dirs: set[Path] = {p for p in (path, *self.watched) if p.is_dir()}
+        for p in self._scan():
+            with contextlib.suppress(OSError):
+                st = p.lstat()
+                if p.is_dir() and not p.is_symlink():
+                    self.dirs.add(p)
+                else:
+                    self.files[p] = (st.st_size, st.st_mtime_ns)
+
+    def _scan(self) -> Iterator[Path]:
+        """Every file and folder of the watched places (those that exist)."""
+        for w in self.watched:
+            if w.is_file():
+                yield w
+            elif w.is_dir():
+                yield w
+                yield from w.rglob("*")
 
     def _changes(self) -> tuple[list[Path], list[Path], list[Path]]:
         """(files new, files changed, folders new) since the snapshot."""
         new, changed, dirs = [], [], []
         if not self.path.exists():
             return new, changed, dirs
-        for p in self.path.rglob("*"):
+        for p in self._scan():
             try:
                 st = p.lstat()
             except OSError:
