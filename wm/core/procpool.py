@@ -39,6 +39,7 @@ class _Slot:
 
     ctx: Any = None
     active = False
+    errors: Any = None  # the parent's queue for an error of `close()` (one line each), which the parent reports
 
     @classmethod
     def close(cls) -> None:
@@ -47,8 +48,19 @@ class _Slot:
         if callable(close):
             try:
                 close()
-            except Exception:  # noqa: BLE001 — report, and let the worker exit anyway
-                traceback.print_exc()
+            except Exception as e:  # noqa: BLE001 — reported by the parent, and the worker exits anyway
+                if cls.errors is None:
+                    traceback.print_exc()
+                else:
+                    cls.errors.put(_one_line(e))
+
+
+def _one_line(e: BaseException) -> str:
+    """A worker's error as the parent prints it: a WMError's own message (it names the file and what to do), else
+    the exception's type and message."""
+    from wm.core.errors import WMError
+
+    return str(e) if isinstance(e, WMError) else f"{type(e).__name__}: {e}"
 
 
 def _cleanup() -> None:
@@ -65,7 +77,8 @@ def _exit_with_parent(parent: Any) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _init(initializer: Callable[..., Any] | None, initargs: tuple) -> None:
+def _init(initializer: Callable[..., Any] | None, initargs: tuple, errors: Any = None) -> None:
+    _Slot.errors = errors
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _sigterm)
     # An orphaned worker would wait for work forever, holding its env: it stops itself when the parent dies.
@@ -103,16 +116,20 @@ def spawn_map(
     what: str,
     initializer: Callable[..., Any] | None = None,
     initargs: tuple = (),
+    strict_close: bool = False,
 ) -> Iterator[Any]:
     """Yield `fn(item)` (`fn(ctx, item)` with an initializer returning ctx) for every item, in completion order, from
     `workers` spawned processes.
 
     An exception in `fn` is re-raised here; a worker that dies or an initializer that fails raises `WMError` naming
     `what`. On any exception (Ctrl-C included), or when the caller stops iterating, pending items are cancelled and
-    the workers stopped before this returns.
+    the workers stopped before this returns. An error of a context's `close()` at the workers' normal exit comes
+    back to this process: with `strict_close` (a close that finishes the work, e.g. collect's last episode write)
+    it is raised as one `RunFailed` line once every item is in, else each is printed as one line.
     """
     ctx = mp.get_context("spawn")  # not fork: the parent may hold TensorFlow or a ViZDoom game
-    ex = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(initializer, initargs))
+    errors = ctx.SimpleQueue()  # synchronous: a worker's put at exit is in the pipe before the worker is joined
+    ex = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init, initargs=(initializer, initargs, errors))
     finished = False
     try:
         for fut in as_completed([ex.submit(_call, fn, item) for item in items]):
@@ -122,9 +139,25 @@ def spawn_map(
         raise RunFailed(f"{what}: a worker process died ({e}); what is on disk is kept, rerun to resume") from None
     finally:
         if finished:
-            ex.shutdown(wait=True)
+            ex.shutdown(wait=True)  # joins the workers: their close() has run
         else:
             _stop(ex)
+    _close_errors(errors, what, strict_close)
+
+
+def _close_errors(errors: Any, what: str, strict: bool) -> None:
+    """The workers' `close()` errors (`_Slot.close`): raised as one line (`strict`) or printed one line each."""
+    import sys
+
+    lines = []
+    while not errors.empty():
+        lines.append(errors.get())
+    errors.close()
+    if lines and strict:
+        more = f" (and {len(lines) - 1} more worker errors like it)" if len(lines) > 1 else ""
+        raise RunFailed(f"{what}: {lines[0]}{more}")
+    for line in lines:
+        print(f"{what} worker: {line}", file=sys.stderr, flush=True)
 
 
 def _indexed(fn: Callable[..., Any], ctx: Any, job: tuple[int, Any]) -> tuple[int, Any, str | None]:

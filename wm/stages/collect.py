@@ -24,7 +24,6 @@ handed to that thread, and the stage re-checks every file on disk before writing
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -92,7 +91,8 @@ class _Writer:
     single worker's env busy. At most one episode is being written (bounded memory): `put()` first waits for the
     previous write's future, which re-raises its error there (waiting is what makes the error certain to be seen:
     checked before the write had ended, it was missed under load and the stage reported only a missing file).
-    `close()` waits for the last write at worker exit; having no later `put()`, its error is printed as one line.
+    `close()` waits for the last write at worker exit and raises its error, which the worker pool hands back to the
+    stage (`spawn_map(strict_close=True)`): the stage fails with that one line.
     """
 
     def __init__(self) -> None:
@@ -111,8 +111,6 @@ class _Writer:
     def close(self) -> None:
         try:
             self._wait()
-        except Exception as e:  # noqa: BLE001 — the master then reports the file missing; this line says why
-            print(f"collect worker: {e}", file=sys.stderr, flush=True)
         finally:
             self.pool.shutdown()
 
@@ -131,8 +129,10 @@ class CollectWorker:
         self.agent = agent_models(self.cfg, self.folder.parent)
 
     def close(self) -> None:
-        self.writer.close()  # first: the pending episode is written before the env goes
-        self.env.close()
+        try:
+            self.writer.close()  # first: the pending episode is written before the env goes
+        finally:
+            self.env.close()
 
 
 def agent_models(cfg: Config, run_dir: Path | None) -> Any:
@@ -247,7 +247,8 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         steps = rejected = 0
         t0 = time.perf_counter()
         if todo:
-            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker, (cfg.to_dict(), str(folder)))
+            args_ = (cfg.to_dict(), str(folder))
+            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker, args_, strict_close=True)
             for slot, n, attempts, spent, _ in results:
                 good[slot] = n
                 frames += n
