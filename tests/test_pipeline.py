@@ -157,7 +157,7 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
 
 
 def test_progress_line_extrapolates_from_where_this_command_started():
-    from wm.rounds.pipeline import progress_line
+    from wm.core.progress import progress_line
 
     # a round's collect: 1000 of 1200 episodes were linked in before the stage started; 100 new ones took 60 s
     assert progress_line("[1/6] collect", 1100 / 1200, 1000 / 1200, 60.0) == "[1/6] collect: 92%  elapsed 1m00s  ETA 1m00s"

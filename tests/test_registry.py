@@ -61,7 +61,7 @@ def test_status_rows_come_from_the_registry(tmp_path):
 
 def test_pipeline_progress_comes_from_the_registry(tmp_path):
     from wm.core import config as C
-    from wm.rounds.pipeline import stage_progress
+    from wm.core.progress import stage_progress
 
     cfg = C.load(["doom_takecover", "tiny"], ["collect.episodes=4", "es.generations=8"])
     run = RunDir(tmp_path / "r")

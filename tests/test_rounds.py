@@ -14,7 +14,7 @@ import pytest
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
-from wm.rounds import pipeline
+from wm.rounds import control, pipeline, runner
 from wm.rounds.iterate import (
     PassCheck,
     best_pass,
@@ -89,18 +89,23 @@ def _drive(
         real, dream = next(calls)
         return PassCheck(name, str(where.path), real, dream)
 
-    monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
-    monkeypatch.setattr(pipeline, "check_pass", fake_check)
-    monkeypatch.setattr(pipeline, "random_check", lambda run_, cfg_: random)
+    monkeypatch.setattr(control, "prepare_round", fake_prepare)
+    monkeypatch.setattr(control, "check_pass", fake_check)
+    monkeypatch.setattr(control, "random_check", lambda run_, cfg_: random)
     seen = stages if stages is not None else []
-    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: seen.append((a[0].path.name, k.get("last"), a[2].force)))
+
+    def record_stages(*a, **k):
+        seen.append((a[0].path.name, k.get("last"), a[2].force))
+
+    monkeypatch.setattr(control, "run_stages", record_stages)  # a round's stages
+    monkeypatch.setattr(runner, "run_stages", record_stages)  # the result's evaluate (evaluate_result)
 
     def fake_mean(where, cfg_, tag, what, n=None, skip=0, **kw):
         name = "first pass" if where.path == run.path else where.path.name
         (asked if asked is not None else []).append((name, tag, n) + ((skip,) if tag == "final-more" else ()))
         return (mores if tag == "final-more" else finals or {})[name]
 
-    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
+    monkeypatch.setattr(control, "_check_mean", fake_mean)
     t0 = __import__("time").time()
     if round_minutes:
 
@@ -111,16 +116,17 @@ def _drive(
                 return self.now
 
         clock = Clock()
-        monkeypatch.setattr(pipeline, "time", clock)
+        monkeypatch.setattr(control, "time", clock)
 
         def fake_stages(*a, tick=None, **k):
             clock.now += round_minutes * 60
             if tick:
                 tick()
 
-        monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
+        monkeypatch.setattr(control, "run_stages", fake_stages)
+        monkeypatch.setattr(runner, "run_stages", fake_stages)
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
-    rounds = pipeline._run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
+    rounds = control.run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
 
@@ -160,9 +166,9 @@ def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episod
     seen.clear()
     cfg = _cfg("iterate.evaluate_passes=result")
     run = RunDir(tmp_path / "b" / "r")
-    pipeline.evaluate_result(run, argparse.Namespace(force=True, until=None), {})
+    runner.evaluate_result(run, argparse.Namespace(force=True, until=None), {})
     assert seen == [("round2", None, False)]
-    assert pipeline.pass_last(cfg, argparse.Namespace(until="collect")) is None  # --until: the first pass, as asked
+    assert runner.pass_last(cfg, argparse.Namespace(until="collect")) is None  # --until: the first pass, as asked
     with pytest.raises(WMError, match=r"'iterate.evaluate_passes' must be all \| result, got 'best'"):
         pipeline.main(_main_args(tmp_path / "c", "iterate.evaluate_passes=best"))
     with pytest.raises(WMError, match="evaluate_passes=result evaluates only the pass round control picks"):
@@ -325,12 +331,12 @@ def test_a_first_pass_a_kill_interrupted_keeps_its_time_and_a_tick_records_it(tm
     run = RunDir(tmp_path / "r")
     run.path.mkdir()
     run.clock_path.write_text(json.dumps({"pass": "first pass", "minutes": 14.0}))
-    clock = pipeline.RunClock(run, t0=__import__("time").time())
+    clock = control.RunClock(run, t0=__import__("time").time())
     clock.enter("first pass")
     assert 14.0 <= clock.minutes() < 14.1
     clock.tick()
     assert json.loads(run.clock_path.read_text())["pass"] == "first pass"
-    assert pipeline.RunClock(run, t0=0.0, fresh=True).saved == {}  # --force: a fresh clock
+    assert control.RunClock(run, t0=0.0, fresh=True).saved == {}  # --force: a fresh clock
 
 
 def test_rerunning_a_finished_run_keeps_every_round(tmp_path, monkeypatch):
@@ -507,14 +513,15 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
         assert n == int(cfg_.iterate.dream_gate)
         return means[tag]
 
-    monkeypatch.setattr(pipeline, "prepare_round", fake_prepare)
-    monkeypatch.setattr(pipeline, "_run_stages", fake_stages)
-    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
+    monkeypatch.setattr(control, "prepare_round", fake_prepare)
+    monkeypatch.setattr(control, "run_stages", fake_stages)
+    monkeypatch.setattr(runner, "run_stages", fake_stages)
+    monkeypatch.setattr(control, "_check_mean", fake_mean)
     monkeypatch.setattr(
         RunDir, "load_config", lambda self: pipeline.round_config(cfg, 1) if "round" in self.path.name else cfg
     )
     try:
-        pipeline._run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
+        control.run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
     except WMError as e:
         return ran, asked, str(e)
     return ran, asked, None
@@ -624,9 +631,9 @@ def test_the_dream_gate_reads_round_controls_random_check_on_the_same_seeds(tmp_
         asked.append((where.path.name, tag))
         return means[tag]
 
-    monkeypatch.setattr(pipeline, "_check_mean", fake_mean)
+    monkeypatch.setattr(control, "_check_mean", fake_mean)
     run = RunDir(tmp_path / "r")
-    pipeline.dream_gate(run, run, RunDir(tmp_path / "r" / "round1"), cfg)
+    control.dream_gate(run, run, RunDir(tmp_path / "r" / "round1"), cfg)
     r1 = "round1"
     assert asked == [(r1, "gate-real"), ("r", "check-random"), (r1, "gate-dream-c"), (r1, "gate-dream-random")]
 
@@ -657,8 +664,8 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
             seen["report"] = render(run)
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: None)
-    monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
+    monkeypatch.setattr(pipeline, "run_stages", lambda *a, **k: None)
+    monkeypatch.setattr(pipeline, "run_rounds", fake_rounds)
     monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
     monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
     args = argparse.Namespace(
@@ -695,8 +702,8 @@ def test_with_evaluate_passes_result_the_first_pass_stops_after_c_and_the_demo_d
         calls.append((Path(cmd[cmd.index("--run") + 1]).name, *cmd[3 : cmd.index("--run")]))
         return subprocess.CompletedProcess(cmd, 0)
 
-    monkeypatch.setattr(pipeline, "_run_stages", lambda *a, **k: firsts.append(k.get("last")))
-    monkeypatch.setattr(pipeline, "_run_rounds", fake_rounds)
+    monkeypatch.setattr(pipeline, "run_stages", lambda *a, **k: firsts.append(k.get("last")))
+    monkeypatch.setattr(pipeline, "run_rounds", fake_rounds)
     monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
     monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
     sets = (f"iterate.evaluate_passes={mode}", "iterate.rounds=2", "iterate.check_episodes=10")
@@ -797,8 +804,8 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
         digest = input_digest(where.load_config() or cfg, where, pfile, "--dream" in verb_args)  # evaluate's own cfg
         write_results(where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": digest})
 
-    monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
-    mean = pipeline._check_mean
+    monkeypatch.setattr(control, "_evaluate", fake_evaluate)
+    mean = control._check_mean
     assert mean(run, cfg, "check", "C") == 1.0
     assert mean(run, cfg, "check", "C") == 1.0 and len(played) == 1  # the same files: reused
     run.params("best").write_bytes(b"C retrained")
@@ -856,8 +863,8 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
         digest = input_digest(cfg, where, played_params(cfg, where, None), False)
         write_results(where, tag, seeds, [float(s - base) for s in seeds], [1] * len(seeds), {"inputs": digest})
 
-    monkeypatch.setattr(pipeline, "_evaluate", fake_evaluate)
-    mean = pipeline._check_mean
+    monkeypatch.setattr(control, "_evaluate", fake_evaluate)
+    mean = control._check_mean
     assert mean(run, cfg, "check", "C") == 14.5  # seeds 0…29
     assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5  # the mean over 0…99
     assert [(s[0] - base, len(s)) for s in played] == [(0, 30), (30, 70)]

@@ -49,7 +49,7 @@ def pass_from_round(j: int) -> str:
 
 def evaluates_result_only(cfg: Config) -> bool:
     """`iterate.evaluate_passes: result` under round control (`iterate.check_episodes` > 0): the passes leave the
-    evaluate stage to the run's result, which plays it once the final check has chosen (wm.rounds.pipeline)."""
+    evaluate stage to the run's result, which plays it once the final check has chosen (wm.rounds.runner)."""
     return str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.check_episodes) > 0
 
 

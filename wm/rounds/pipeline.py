@@ -13,46 +13,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import asdict, replace
-from functools import partial
-from pathlib import Path
 
-from wm.cli import add_run_args, resolve_config, stage_command
-from wm.core.config import Config
-from wm.core.errors import RunFailed, WMError
+from wm.cli import add_run_args, resolve_config
+from wm.core.errors import WMError
 from wm.core.format import duration
-from wm.core.metrics import last_record
-from wm.core.registry import STAGES, stage
-from wm.core.rundir import RunDir, atomic_write_json, round_dirs
+from wm.core.registry import STAGES
+from wm.core.rundir import RunDir, round_dirs
 from wm.envs.family import family
-from wm.rollouts.evaluation import pooled_mean
-from wm.rounds.iterate import (
-    PassCheck,
-    below_target,
-    check_seeds,
-    clock_prefix,
-    evaluates_result_only,
-    final_candidates,
-    gate_verdict,
-    learned_round,
-    next_explore,
-    prepare_round,
-    previous_pass,
-    result_index,
-    round_config,
-    round_dir,
-    stop_reason,
-)
-from wm.rounds.workclock import WorkLedger
+from wm.rounds.control import RunClock, run_rounds
+from wm.rounds.iterate import check_seeds, round_config
+from wm.rounds.record import result_pass
+from wm.rounds.runner import pass_last, run_stages
 from wm.rounds.workclock import rates as work_rates
 from wm.stages.train_controller import check_fitness
 from wm.tools.report import evaluations
-from wm.tools.status import round_checks
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -71,55 +48,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--progress-every", type=float, default=30.0, metavar="S", help="seconds between progress lines")
 
 
-def stage_progress(run: RunDir, cfg: Config, verb: str) -> float | None:
-    """Fraction of a stage done, from its files and metrics (the registry's `progress`; None when unknown)."""
-    st = stage(verb)
-    return st.progress(run, cfg, last_record(run.metrics_path(verb)) or {}) if st.progress is not None else None
-
-
-def progress_line(tag: str, p: float | None, p0: float | None, elapsed: float) -> str:
-    """ "<tag>: 42%  elapsed 1m05s  ETA 1m30s": the ETA extrapolates the progress made since this command started
-    the stage (from `p0`), so a resumed stage, or a round's collect that starts with the previous round's episodes
-    linked in, is not credited with work done before."""
-    pct = f"{100 * p:.0f}%" if p is not None else "…"
-    made = p - (p0 or 0.0) if p is not None else 0.0
-    eta = f"ETA {duration(elapsed * (1 - p) / made)}" if p is not None and made > 0 and p < 1 else "ETA ?"
-    return f"{tag}: {pct}  elapsed {duration(elapsed)}  {eta}"
-
-
-def _run_stage(
-    cmd: list[str], run: RunDir, cfg: Config, verb: str, tag: str, every: float, tick: Callable[[], None] | None = None
-) -> int:
-    # The stage stays in the pipeline's process group: Ctrl-C in the terminal, or a kill of the group (the TUI's
-    # stop), reaches both. A SIGTERM sent to the pipeline alone is passed on to the stage, which checkpoints.
-    start = time.time()
-    p0 = stage_progress(run, cfg, verb)
-    proc = subprocess.Popen(cmd)
-    previous = signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
-    last = start
-    try:
-        while True:
-            try:
-                rc = proc.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.time()
-            if now - last >= every:
-                last = now
-                print(progress_line(tag, stage_progress(run, cfg, verb), p0, now - start), flush=True)
-                if tick:
-                    tick()
-    except KeyboardInterrupt:
-        proc.wait()  # the stage got the same SIGINT and is checkpointing; rerun resumes
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    if rc < 0 and -rc == signal.SIGTERM:
-        raise RunFailed(f"stage {verb} stopped by SIGTERM; rerun the same command to resume")
-    return rc
-
-
 def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     """Random policy vs trained C (first pass and every round), in the real game and in the run's own dream."""
     first = "C, first pass" if rounds else "trained C"
@@ -132,8 +60,6 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
     found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
-    from wm.tools.status import result_pass
-
     result = result_pass(run)[1].path
     cfg = run.load_config()
     score = f"{family(cfg).score_label if cfg is not None else 'steps survived':<14}"
@@ -149,408 +75,6 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     print(f"\n  run directory: {run.path}\n  report:        {report if report.exists() else '(not written)'}")
     for g in gifs:
         print(f"  gif:           {g}")
-
-
-def _run_stages(
-    run: RunDir,
-    cfg: Config,
-    args: argparse.Namespace,
-    timings: dict[str, float],
-    label: str = "",
-    before: dict[str, Callable[[], None]] | None = None,
-    tick: Callable[[], None] | None = None,
-    last: str | None = None,
-) -> None:
-    """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
-    `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError.
-    `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`). The stages after `last`
-    (or `--until`'s) do not run (`pass_last`)."""
-    for i, st in enumerate(STAGES, 1):
-        tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
-        if run.is_done(st.verb) and not args.force:
-            print(f"{tag}: done, skipped", flush=True)
-        else:
-            if before and st.verb in before:
-                before[st.verb]()
-            if args.force:
-                run.clear_done(st.verb)
-            state = run.state(st.verb)
-            word = "resuming" if state == "resumable" else "running"
-            cmd = stage_command(st.verb, run.path, ranks=args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1)
-            print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
-            start = time.time()
-            rc = _run_stage(cmd, run, cfg, st.verb, tag, args.progress_every, tick)
-            timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start
-            if rc != 0 or not run.is_done(st.verb):
-                why = "refused" if rc == 2 else "failed"  # a refusal (exit 2) stays a usage error for the pipeline too
-                raise (WMError if rc == 2 else RunFailed)(
-                    f"stage {st.verb} {why} (exit {rc}); see {run.log_path(st.verb)} — rerun the same command to resume"
-                )
-            print(f"{tag}: done in {duration(elapsed)}", flush=True)
-            if tick:
-                tick()
-        if (args.until or last) == st.verb:
-            return
-
-
-def pass_last(cfg: Config, args: argparse.Namespace) -> str | None:
-    """The last stage a pass runs as the rounds go: train-controller with `iterate.evaluate_passes: result` under round
-    control (the checks score every pass; only the run's result plays the evaluation episodes, `evaluate_result`),
-    else every stage (None)."""
-    on = evaluates_result_only(cfg) and int(cfg.iterate.rounds) > 0 and not getattr(args, "until", None)
-    return "train-controller" if on else None
-
-
-def evaluate_result(run: RunDir, args: argparse.Namespace, timings: dict[str, float]) -> None:
-    """`iterate.evaluate_passes: result`: the evaluate stage of the pass round control chose (`rounds.json`), the only
-    one that runs it; a pass evaluated already is skipped as any DONE stage."""
-    from wm.tools.status import result_pass
-
-    name, where, _ = result_pass(run)
-    label = "" if where.path == run.path else f"[round {name.removeprefix('round')}] "
-    print(f"[rounds] the run's result, {name}'s C, plays the evaluation episodes", flush=True)
-    # every other stage of the pass is DONE; --force redid the first pass's, not this
-    _run_stages(where, where.load_config(), argparse.Namespace(**{**vars(args), "force": False}), timings, label)
-
-
-def _evaluate(where: RunDir, verb_args: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
-
-
-def _check_mean(
-    where: RunDir,
-    cfg: Config,
-    tag: str,
-    what: str,
-    n: int | None = None,
-    *,
-    params: Path | None = None,
-    random: bool = False,
-    dream: bool = False,
-    skip: int = 0,
-    reuse: str | None = None,
-) -> float:
-    """Mean of `evaluate` on the check seeds (`n` of them, default `iterate.check_episodes`, after the first `skip`)
-    under `--tag <tag>`: C of `params` (default `evaluate.params`) or the random policy, in the real game or the dream.
-    Reused when already there for these seeds and played with the same files (`input_digest`: V, M, C, the dream's
-    settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
-    final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
-    mean is over all."""
-    from wm.rollouts.world import input_digest, played_params
-
-    seeds = check_seeds(cfg, n, skip)
-    pfile = None if random else played_params(cfg, where, None if params is None else str(params))
-    # `evaluate` digests under `where`'s stored config (a round's learned_set may change dream.*), so the match does too
-    inputs = input_digest(where.load_config() or cfg, where, pfile, dream)
-
-    def stored(t: str, want: list[int] | None) -> dict | None:
-        try:
-            s = json.loads(where.eval_summary(t).read_text())
-        except (OSError, ValueError):
-            return None
-        ok = s.get("inputs") == inputs and isinstance(s.get("seeds"), list) and (want is None or s["seeds"] == want)
-        return s if ok else None
-
-    s = stored(tag, seeds)
-    if s is not None:
-        return float(s["mean"])
-    first = stored(reuse, None) if reuse else None
-    head = first["seeds"] if first else []
-    k = len(head) if len(head) < len(seeds) and head == seeds[: len(head)] else 0
-    rest = stored(tag, seeds[k:]) if k else None
-    if rest is None:
-        note = f"; the first {k} are its {reuse} episodes" if k else ""
-        print(f"[check] {what} on {len(seeds) - k} episodes (seeds {seeds[k]}…{note})", flush=True)
-        extra = ["--dream"] * dream + ["--random"] * random + ([] if params is None else ["--params", str(params)])
-        _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[k]), "--episodes", str(len(seeds) - k), "--gifs", "0"])
-        rest = json.loads(where.eval_summary(tag).read_text())
-    return pooled_mean((k, first["mean"]), (len(seeds) - k, rest["mean"])) if k else float(rest["mean"])
-
-
-def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
-    """Round control's check of one pass's C: `iterate.check_episodes` real episodes on the check seeds and the same
-    seeds in its own dream (`eval/check`, `eval/check-dream`)."""
-    real = _check_mean(where, cfg, "check", f"{name}: C, real")
-    dream = _check_mean(where, cfg, "check-dream", f"{name}: C, dream", dream=True)
-    return PassCheck(name, str(where.path), real, dream)
-
-
-def random_check(run: RunDir, cfg: Config) -> float:
-    """The random policy's mean real score on the check seeds (`eval/check-random`): round control's yardstick."""
-    if float(cfg.iterate.target_ratio) <= 0:
-        return 0.0
-    return _check_mean(run, cfg, "check-random", "random policy, real", random=True)
-
-
-def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
-    """`iterate.dream_gate`: before `child` (a round) trains C in its dream, the previous pass's C and the random policy
-    play the gate's episodes in the real game and in `child`'s new dream (eval/gate-*); stops the pipeline with one
-    line when the dream does not show the real game's difference between them (`gate_verdict`).
-
-    The previous C plays the real game with `child`'s V and M, as it does in the dream: C reads M's h, and a new M's h
-    is not the one it was trained on."""
-    n = int(cfg.iterate.dream_gate)
-    if n <= 0 or str(cfg.es.fitness) != "dream":
-        return
-    prev_c = prev.params("best")
-    c_real = _check_mean(child, cfg, "gate-real", "dream gate: previous C with the new M, real", n, params=prev_c)
-    # with round control on the same number of check seeds, its random check is these episodes: read, not replayed
-    same = n == int(cfg.iterate.check_episodes)
-    r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", "dream gate: random, real", n, random=True)
-    c_dream = _check_mean(child, cfg, "gate-dream-c", "dream gate: previous C, new dream", n, params=prev_c, dream=True)
-    r_dream = _check_mean(child, cfg, "gate-dream-random", "dream gate: random, new dream", n, random=True, dream=True)
-    why = gate_verdict(c_real, r_real, c_dream, r_dream, float(cfg.iterate.dream_gate_ratio))
-    print(
-        f"[gate] {child.path.name}: previous C {c_real:.1f} vs random {r_real:.1f} real, {c_dream:.1f} vs "
-        f"{r_dream:.1f} in the new dream: {'pass' if why is None else 'stop'}",
-        flush=True,
-    )
-    if why:
-        raise WMError(f"dream gate ({child.path.name}): {why}; `--set iterate.dream_gate=0` trains C anyway")
-
-
-def _run_round(
-    run: RunDir,
-    cfg: Config,
-    k: int,
-    explore: float | None,
-    args: argparse.Namespace,
-    timings: dict[str, float],
-    learned: bool = False,
-    tick: Callable[[], None] | None = None,
-) -> RunDir:
-    """Prepare round k of `run` (config `cfg`; `learned`: `iterate.learned_set` applies) and run its stages, the dream
-    gate just before its C's training (`tick`: `_run_stages`')."""
-    child = prepare_round(run, cfg, k, explore, learned=learned)
-    ccfg = child.load_config()
-    prev = previous_pass(run, k)
-    gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
-    _run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate, tick=tick, last=pass_last(cfg, args))
-    return child
-
-
-def write_rounds(
-    run: RunDir,
-    cfg: Config,
-    history: list[PassCheck],
-    stopped: str | None,
-    random: float = 0.0,
-    minutes: float = 0.0,
-    at: dict[str, float] | None = None,
-    work: WorkLedger | None = None,
-) -> dict:
-    """`rounds.json`: every pass's check scores and the run's minutes when its check ended (`at`: what a rerun's
-    time budget resumes from), which C is the run's result, why the rounds stopped, the minutes spent when written;
-    with the work clock (`work`) also each pass's work minutes at its check and its units (wm.rounds.workclock)."""
-    best = history[result_index(history)]
-    at = at or {}
-    ratio = float(cfg.iterate.exploit_ratio)
-    passes = [{**asdict(h), "exploits": h.exploits(ratio), "minutes": at.get(h.name)} for h in history]
-    if work is not None:
-        for p in passes:
-            p |= {"work_minutes": work.marks.get(p["name"]), "work_units": work.units.get(p["name"])}
-    doc = {
-        "passes": passes,
-        "random_check": random,
-        "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
-        "check_seeds": check_seeds(cfg),
-        "final_check": int(cfg.iterate.final_check),
-        "final_more": int(cfg.iterate.final_more),
-        "stopped": stopped,
-        "minutes": round(minutes, 2),
-        "clock": str(cfg.iterate.clock),
-        **({"work_minutes": round(work.total, 2)} if work is not None else {}),
-    }
-    atomic_write_json(run.rounds_path, doc)
-    return doc
-
-
-class RunClock:
-    """The run's minutes, `iterate.max_minutes`' clock, kept across the invocations of a killed and resumed run
-    (with `iterate.clock: work` the budget counts its `work` ledger instead, read from the passes' files; these wall
-    minutes are still recorded in rounds.json).
-
-    A rerun passes again over the passes an earlier invocation checked (their stages are skipped): at each one's check
-    the clock is set to the minutes rounds.json recorded there, so passing over costs nothing and each round's length
-    is the recorded one. A pass a kill interrupted keeps the time it had taken: `clock.json` holds the pass being
-    worked on and the run's minutes at its last finished stage, check or progress line (`tick`), and when the rerun
-    comes to that pass again (`enter`) the clock is credited with its minutes past its predecessor's check. Without
-    that credit a run killed late in a round ran that round's finished stages for free and, resumed, ran rounds an
-    uninterrupted run would not (seed 1 of the two-draw recipe: round 6's 13 min were counted as 0.2)."""
-
-    def __init__(self, run: RunDir, t0: float, fresh: bool = False, work: WorkLedger | None = None) -> None:
-        self.path = run.clock_path
-        self.work = work  # iterate.clock: work — the budget counts the passes' work, not these minutes
-        # an earlier invocation's rounds.json: {pass: the run's minutes when its check ended} and its minutes in all
-        doc = ({} if fresh else round_checks(run)) or {}
-        self.recorded = {str(p["name"]): float(p["minutes"]) for p in doc.get("passes", []) if p.get("minutes") is not None}
-        self.total = float(doc["minutes"]) if doc.get("minutes") is not None else None
-        try:
-            self.saved = {} if fresh else dict(json.loads(self.path.read_text()))
-        except (OSError, ValueError, TypeError):
-            self.saved = {}
-        self.base, self.at = 0.0, t0
-        self.current = "first pass"
-        self.marks: dict[str, float] = {}  # {pass: the run's minutes when its check ended}
-
-    @classmethod
-    def of(cls, run: RunDir, cfg: Config, t0: float, fresh: bool = False) -> RunClock:
-        """The run's clock, with a work ledger when `iterate.clock` is `work`."""
-        return cls(run, t0, fresh, WorkLedger(cfg) if str(cfg.iterate.clock) == "work" else None)
-
-    def minutes(self) -> float:
-        return self.base + (time.time() - self.at) / 60
-
-    def budget(self) -> float:
-        """The minutes `iterate.max_minutes` counts: the run's wall-clock minutes, or with `iterate.clock: work` the
-        reference machine's minutes for the work of the passes checked so far (wm.rounds.workclock)."""
-        return self.work.total if self.work is not None else self.minutes()
-
-    def budget_at(self, name: str) -> float:
-        """The budget's minutes (wall or work) when pass `name`'s check ended."""
-        return (self.work.marks if self.work is not None else self.marks)[name]
-
-    def enter(self, name: str, since: float = 0.0) -> None:
-        """Pass `name` starts (or resumes) now; `since`: the run's minutes when its predecessor's check ended."""
-        self.current = name
-        if self.saved.get("pass") == name and name not in self.recorded:
-            credit = max(0.0, float(self.saved.get("minutes", 0.0)) - since)
-            if credit > 0:
-                print(f"[rounds] {name} had taken {credit:.1f} min before this rerun: counted", flush=True)
-            self.base += credit
-            self.saved = {}
-
-    def tick(self) -> None:
-        if self.saved and self.current in self.recorded:  # passing over: a second kill here must not lose the credit
-            return
-        atomic_write_json(self.path, {"pass": self.current, "minutes": round(self.minutes(), 3)})
-
-    def spent_after(self, names: list[str]) -> float:
-        """Minutes an earlier invocation spent after these passes' checks (the final check), when it checked every
-        one of them: a rerun that reuses its final check adds them back instead of recording the run as 11 min
-        shorter (seed 0's run, replayed: 95.9 min became 84.8)."""
-        if self.total is None or not names or any(n not in self.recorded for n in names):
-            return 0.0
-        return max(0.0, self.total - max(self.recorded[n] for n in names))
-
-    def checked(self, name: str, where: RunDir | None = None, prev: RunDir | None = None) -> None:
-        """Pass `name` (in `where`, extending `prev`'s episodes) was checked: its minutes are recorded ones when an
-        earlier invocation checked it; the work clock counts its work from its files."""
-        if name in self.recorded:
-            self.base, self.at = self.recorded[name], time.time()
-        self.marks[name] = self.minutes()
-        if self.work is not None and where is not None:
-            self.work.add(name, where, prev)
-        self.tick()
-
-
-def _run_rounds(
-    run: RunDir,
-    cfg: Config,
-    args: argparse.Namespace,
-    timings: dict[str, float],
-    t0: float,
-    clock: RunClock | None = None,
-) -> list[RunDir]:
-    """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`)."""
-    n = int(cfg.iterate.rounds)
-    if n <= 0:
-        return []
-    if int(cfg.iterate.check_episodes) <= 0:  # the paper's fixed number of rounds
-        rounds = [round_dir(run, k) for k in range(1, n + 1)]
-        for k, child in enumerate(rounds, 1):
-            print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
-            _run_round(run, cfg, k, None, args, timings)
-        return rounds
-    # A rerun resumes the run's time budget, not a fresh one (RunClock).
-    clock = clock or RunClock.of(run, cfg, t0, fresh=getattr(args, "force", False))
-    at = clock.marks
-    random = random_check(run, cfg)
-    history: list[PassCheck] = [check_pass(run, cfg, "first pass")]
-    rounds: list[RunDir] = []
-    clock.checked("first pass", run)
-    if clock.recorded:
-        print(f"[rounds] resuming the time budget from the minutes {run.rounds_path} recorded", flush=True)
-    last_round = 0.0  # the budget's minutes the last round took (collect, M, C, check): the estimate of the next one's
-    while (reason := stop_reason(history, cfg, clock.budget(), random, last_round)) is None:
-        k, last = len(history), history[-1]
-        explore = next_explore(history, cfg, random)
-        write_rounds(run, cfg, history, None, random, clock.minutes(), at, clock.work)
-        why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
-        if not why and below_target(history, cfg, random):
-            why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
-        learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
-        budget = float(cfg.iterate.max_minutes)
-        spent = f"{clock_prefix(cfg)}minute {clock.budget():.0f} of iterate.max_minutes = {budget:g}; " if budget > 0 else ""
-        print(
-            f"[round {k}/≤{n}] real check {last.real:.1f}, dream {last.dream:.1f}{why}; {spent}"
-            f"collect with exploration {explore:g}, fine-tune M, retrain C"
-            + (f" with iterate.learned_set {list(cfg.iterate.learned_set)}" if learned else ""),
-            flush=True,
-        )
-        last_round = _run_pass(
-            clock,
-            history,
-            rounds,
-            round_dir(run, k).path.name,
-            partial(_run_round, run, cfg, k, explore, args, timings, learned, clock.tick),
-        )
-    print(f"[rounds] stopped: {reason}", flush=True)
-    earlier = clock.spent_after([h.name for h in history])
-    history = final_check(history, cfg, random)
-    doc = write_rounds(run, cfg, history, reason, random, clock.minutes() + earlier, at, clock.work)
-    best = history[result_index(history)]
-    how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
-    print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
-    if pass_last(cfg, args):
-        evaluate_result(run, args, timings)
-    return rounds
-
-
-def _run_pass(
-    clock: RunClock, history: list[PassCheck], rounds: list[RunDir], name: str, build: Callable[[], RunDir]
-) -> float:
-    """Round `name` after the last pass checked: the clock enters it, `build()` prepares it and runs
-    its stages, its check is appended to `history` and recorded on the clock. Returns its length in the run's minutes
-    (from its predecessor's check to its own)."""
-    prev = history[-1].name
-    started = clock.marks[prev]
-    clock.enter(name, started)
-    child = build()
-    rounds.append(child)
-    history.append(check_pass(child, child.load_config(), name))
-    clock.checked(name, child, RunDir(history[-2].path))
-    return clock.budget_at(name) - clock.budget_at(prev)
-
-
-def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[PassCheck]:
-    """`iterate.final_check`: the best few passes that play (`final_candidates`) play that many real episodes on the
-    check seeds (`eval/final-check`; the short check's seeds are their first, and its episodes count without being
-    played again), and the best of them is the run's result: a 30-episode check has a standard error ≈ 80 at Doom's
-    std ≈ 450, so between learned rounds it picks nearly at random. With `iterate.final_more`, the two best of them
-    then play that many more on the seeds after (`eval/final-more`) and the better mean over all their final episodes
-    is the result: 100 episodes still leave a difference of two Cs ± ≈ 70 (docs/results/doom-small.md)."""
-    picks = final_candidates(history, cfg, random)
-    n, more = int(cfg.iterate.final_check), int(cfg.iterate.final_more)
-    out = list(history)
-    for i in picks:
-        h = history[i]
-        mean = _check_mean(RunDir(h.path), cfg, "final-check", f"{h.name}: C, real (final)", n, reuse="check")
-        out[i] = replace(h, final=mean, final_episodes=n)
-        print(f"[final check] {h.name}: real {mean:.1f} on {n} episodes (short check {h.real:.1f})", flush=True)
-    if more <= 0 or len(picks) < 2:
-        return out
-    for i in sorted(sorted(picks, key=lambda i: (-float(out[i].final or 0.0), i))[:2]):
-        h = out[i]
-        extra = _check_mean(RunDir(h.path), cfg, "final-more", f"{h.name}: C, real (final, {more} more)", more, skip=n)
-        pooled = pooled_mean((n, h.final or 0.0), (more, extra))
-        out[i] = replace(h, final=pooled, final_episodes=n + more)
-        print(
-            f"[final check] {h.name}: real {extra:.1f} on {more} more episodes: {pooled:.1f} on all {n + more} "
-            f"(the first {n}: {h.final:.1f})",
-            flush=True,
-        )
-    return out
 
 
 def main(args: argparse.Namespace) -> int:
@@ -592,8 +116,8 @@ def main(args: argparse.Namespace) -> int:
     timings: dict[str, float] = {}
     clock = RunClock.of(run, cfg, t0, fresh=args.force)
     clock.enter("first pass")
-    _run_stages(run, cfg, args, timings, tick=clock.tick, last=pass_last(cfg, args))
-    rounds = [] if args.until else _run_rounds(run, cfg, args, timings, t0, clock)
+    run_stages(run, cfg, args, timings, tick=clock.tick, last=pass_last(cfg, args))
+    rounds = [] if args.until else run_rounds(run, cfg, args, timings, t0, clock)
     # the stages' times are on disk before the demo's report reads them (its per-pass time column)
     now = time.time()
     rec = {"time": now, "total_s": round(now - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
@@ -603,8 +127,6 @@ def main(args: argparse.Namespace) -> int:
         # with evaluate_passes: result only the result's C plays the 100 dream episodes too (the checks have the rest)
         only = None
         if pass_last(cfg, args):
-            from wm.tools.status import result_pass
-
             only = result_pass(run)[1].path
         extra = [
             (run, "random baseline in the real game", ["evaluate", "--random"]),

@@ -2,7 +2,7 @@
 
     python -m wm export --run runs/s0 --out agents/doom-small --note "pipeline --configs doom_takecover small ..."
 
-What it writes (the run's result pass: round control's choice, `wm.tools.status.result_pass`), a run directory in the
+What it writes (the run's result pass: round control's choice, `wm.rounds.record.result_pass`), a run directory in the
 suite's own layout, so `evaluate`, `play`, `status` and the TUI open it unchanged:
 
 * `config.yaml` — the pass's config;
@@ -110,7 +110,7 @@ def self_contained(where: RunDir) -> Config:
 
 def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", force: bool = False) -> dict[str, Any]:
     """Write the agent of `src_run` into `out` (see the module docstring); returns agent.json's content."""
-    from wm.tools.status import result_pass
+    from wm.rounds.record import result_pass
 
     name, where, how = result_pass(src_run)
     need = {

@@ -128,7 +128,7 @@ def pass_time(where: RunDir, pipeline: dict[str, Any], prefix: str = "") -> floa
 def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
     """Every pass of iterative training side by side: the 100-episode real and dream scores, round control's checks,
     the pass's time, and which C is the run's result."""
-    from wm.tools.status import final_more_episodes, pass_name, result_pass, round_checks
+    from wm.rounds.record import final_more_episodes, pass_name, result_pass, round_checks
 
     rounds = [RunDir(p) for p in round_dirs(run.path)]
     if not rounds:

@@ -7,7 +7,7 @@
 One row per run, then an "all runs" row; the Markdown table is printed and written with a JSON of every figure.
 
 A run's row is its result C's evaluation `eval/<tag>/` (`--tag`, default `real`). Which C is the result: with
-iterative training under round control, the pass named by round control's record (`wm.tools.status.round_checks`);
+iterative training under round control, the pass named by round control's record (`wm.rounds.record.round_checks`);
 rounds without that record: the last round with an `eval/<tag>` summary; no rounds: the run itself. Per row: the
 episodes, mean ± std (`np.std`, ddof 0, the paper's ± of §9, as `wm.rollouts.evaluation.summarize`), median, a percentile
 bootstrap 95 % CI of the mean, and the random policy's mean ± std from the base run's `eval/random/` (written by
@@ -146,7 +146,7 @@ def _result_episodes(
     cfg = base.load_config()
     if cfg is None:
         raise WMError(f"{path}: not a run directory (no {base.config_path.name})")
-    from wm.tools.status import result_pass
+    from wm.rounds.record import result_pass
 
     picked = result_pass(base, tag)
     summary, returns, seeds = _episode_returns(picked[1], tag, f"{path} ({picked[0]})")

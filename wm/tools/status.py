@@ -12,6 +12,7 @@ from wm.core.metrics import last_record
 from wm.core.registry import STAGES, stage
 from wm.core.rundir import RunDir, round_dirs
 from wm.rounds.iterate import evaluates_result_only
+from wm.rounds.record import final_more_episodes, round_checks
 
 
 def key_figures(run: RunDir, verb: str) -> dict[str, Any]:
@@ -88,51 +89,6 @@ def main(args: argparse.Namespace) -> int:
             wall = f" (wall clock: {checks['minutes']:.1f} min)" if checks.get("minutes") is not None else ""
             print(f"    budget clock: work, {checks['work_minutes']:.1f} work min at the last check{wall}")
     return 0
-
-
-def final_more_episodes(p: dict[str, Any], checks: dict[str, Any]) -> int | None:
-    """The episodes a pass's final check is the mean of when `iterate.final_more` made them more than
-    `final_check` (rounds.json's pass `p`); None otherwise."""
-    n = p.get("final_episodes")
-    return int(n) if n and n != checks.get("final_check") else None
-
-
-def round_checks(run: RunDir) -> dict[str, Any] | None:
-    """Round control's record (`rounds.json`): each pass's real check and dream scores and the run's result."""
-    import json
-
-    try:
-        doc = json.loads(run.rounds_path.read_text())
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) and "passes" in doc and "result" in doc else None
-
-
-def pass_name(base: RunDir, where: RunDir) -> str:
-    """The name round control gives a pass of `base`: "first pass" for the run itself, else its round dir's name."""
-    return "first pass" if where.path == base.path else where.path.name
-
-
-def result_pass(base: RunDir, tag: str = "real") -> tuple[str, RunDir, str]:
-    """(name, run dir, how it was chosen) of the pass whose C is the run's result: round control's choice
-    (`rounds.json`, found by the pass's name: the stored path is as the pipeline was given it, relative to its cwd),
-    else the last round with an `eval/<tag>`, else the run itself."""
-    checks = round_checks(base)
-    if checks is not None:
-        res = checks["result"]
-        name = str(res.get("name", ""))
-        if name == "first pass":
-            where = base
-        elif name.startswith("round") and (base.path / name).is_dir():
-            where = RunDir(base.path / name)
-        else:
-            where = RunDir(res.get("path", ""))
-        return name, where, f"round control ({base.rounds_path.name})"
-    rounds = round_dirs(base.path)
-    with_eval = [p for p in rounds if RunDir(p).eval_summary(tag).exists()]
-    if with_eval:
-        return with_eval[-1].name, RunDir(with_eval[-1]), f"last round with eval/{tag}"
-    return ("first pass" if rounds else "single pass"), base, "the run itself"
 
 
 def _exported(run: RunDir) -> str:
