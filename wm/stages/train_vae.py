@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,30 +73,49 @@ def _preview_frames(paths: list[Path], n: int = 8) -> np.ndarray:
     return np.stack(frames[:n])
 
 
-def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at_step: int | None = None) -> dict[str, Any]:
-    """The training loop (see the module docstring); returns the DONE info.
+@dataclass
+class _Data:
+    """The episodes V trains and validates on (`_data`), and the files the stream finds damaged on the way."""
 
-    `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
-    """
-    from wm.core import tf_setup
-    from wm.core.media import image_grid, save_png
-    from wm.models.training import Checkpoint, Deferred, EarlyStopping, Rate, check_finite, save_weights
-    from wm.models.vae import (
-        ConvVAE,
-        make_eval_step,
-        make_optimizer,
-        make_train_step,
-        probes_xla,
-        use_xla,
-        xla_probe,
-    )
+    checked: Checked
+    train_paths: list[Path]
+    val_paths: list[Path]
+    train_frames: int
+    val_frames: int
+    steps_per_epoch: int
+    data_id: str
+    # files whose frames failed to decompress inside the stream: path -> reason
+    late: dict[str, str] = field(default_factory=dict)
+    said: set[str] = field(default_factory=set)  # … of which these were named in the log
 
+
+@dataclass
+class _Loop:
+    """What the epoch loop works with: the model and its steps, the checkpoint and the state it saves."""
+
+    cfg: Config
+    run: RunDir
+    out: Path
+    log: Logger
+    data: _Data
+    tf: Any
+    strategy: Any
+    model: Any
+    ckpt: Any
+    state: dict[str, Any]
+    early: Any
+    train_step: Any
+    eval_step: Any
+    cycle: int
+    preview: np.ndarray
+    pending: Any = None  # a `Deferred` of (step, batch, loss, recon, kl), set once the loop exists (`_handler`)
+
+
+def _data(cfg: Config, run: RunDir, out: Path, log: Logger) -> _Data:
+    """The readable episodes (refused before anything is written), `out` made, split into training and validation."""
     v = cfg.vae
-    out = run.stage_dir("train-vae")
     paths, lengths, checked = _episodes(cfg, run, log)  # refuses before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    late: dict[str, str] = {}  # files whose frames failed to decompress inside the stream: path -> reason
-    said: set[str] = set()  # … of which these were named in the log
     train_paths, val_paths = split_episodes(paths, v.val_fraction, cfg.run.seed)
     length = dict(zip(paths, lengths, strict=False))
     train_frames = sum(length[p] for p in train_paths)
@@ -105,11 +125,17 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     if steps_per_epoch == 0:
         raise WMError(f"{train_frames} training frames are fewer than one batch of {v.batch_size} (vae.batch_size)")
     data_id = hashlib.sha256("\n".join(p.name for p in train_paths).encode()).hexdigest()[:12]
+    return _Data(checked, train_paths, val_paths, train_frames, val_frames, steps_per_epoch, data_id)
 
-    tf = tf_setup.setup(mixed_precision=v.mixed_precision)
-    strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
+
+def _build(cfg: Config, strategy: Any, out: Path, train_frames: int, log: Logger) -> tuple[Any, Any, Any, Any]:
+    """The XLA probe's rates (or None), then the seeded model, its optimiser and their checkpoint."""
     import keras
 
+    from wm.models.training import Checkpoint
+    from wm.models.vae import ConvVAE, make_optimizer, probes_xla, xla_probe
+
+    v = cfg.vae
     rates = None
     if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
         rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
@@ -119,6 +145,11 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         model = ConvVAE(v.z_dim)
         optimizer = make_optimizer(v.lr, v.adam_eps, v.mixed_precision)
         ckpt = Checkpoint(out / CHECKPOINT, model, optimizer)
+    return rates, model, optimizer, ckpt
+
+
+def _restore(ckpt: Any, data_id: str, force: bool, log: Logger) -> dict[str, Any]:
+    """The checkpoint's state (afresh with `force` or without one), its epoch restarted when the episodes changed."""
     if force:
         ckpt.delete()
     state = ckpt.restore() or {"epoch": 0, "step": 0, "batch": 0, "data": data_id, "sums": [0.0, 0.0, 0.0, 0]}
@@ -133,19 +164,38 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             *ckpt.lr_change,
             ckpt.lr_change[1],
         )
+    return state
+
+
+def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at_step: int | None = None) -> dict[str, Any]:
+    """The training loop (see the module docstring); returns the DONE info.
+
+    `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
+    """
+    from wm.core import tf_setup
+    from wm.models.training import Deferred, EarlyStopping
+    from wm.models.vae import make_eval_step, make_train_step, use_xla
+
+    v = cfg.vae
+    out = run.stage_dir("train-vae")
+    data = _data(cfg, run, out, log)  # refuses before anything is written
+    tf = tf_setup.setup(mixed_precision=v.mixed_precision)
+    strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
+    rates, model, optimizer, ckpt = _build(cfg, strategy, out, data.train_frames, log)
+    state = _restore(ckpt, data.data_id, force, log)
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
     log.info(
         "V: z=%d, %d params; %d train episodes (%d frames, %d steps/epoch), %d val episodes (%d frames); %s",
         v.z_dim,
         model.count_params(),
-        len(train_paths),
-        train_frames,
-        steps_per_epoch,
-        len(val_paths),
-        val_frames,
+        len(data.train_paths),
+        data.train_frames,
+        data.steps_per_epoch,
+        len(data.val_paths),
+        data.val_frames,
         f"resuming at epoch {state['epoch']} batch {state['batch']}" if state["step"] else "starting",
     )
-    log.scalars(state["step"], {"vae/bad_files": len(checked.bad)}, console=False)
+    log.scalars(state["step"], {"vae/bad_files": len(data.checked.bad)}, console=False)
 
     seed = int(cfg.run.seed)
     jit = use_xla(v.jit_compile, strategy, rates)
@@ -160,18 +210,33 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
         strategy.num_replicas_in_sync,
         cycle,
     )
-    preview = _preview_frames(val_paths or train_paths)
-    distribute = strategy.num_replicas_in_sync > 1
+    preview = _preview_frames(data.val_paths or data.train_paths)
+    loop = _Loop(cfg, run, out, log, data, tf, strategy, model, ckpt, state, early, train_step, eval_step, cycle, preview)
+    loop.pending = Deferred(SYNC_EVERY, _handler(loop))  # (step, batch, loss, recon, kl) of steps not read back yet
+
+    while state["epoch"] < v.epochs and not state.get("stopped"):
+        epoch = state["epoch"]
+        _train_epoch(loop, epoch, stop_at_step)
+        _end_epoch(loop, epoch)
+    return _mark_done(loop)
+
+
+def _handler(loop: _Loop):
+    """The `Deferred`'s handler for `loop`, with its own throughput meter and averaging window (`LOG_EVERY_S`)."""
+    from wm.models.training import Rate, check_finite
+
+    state, log = loop.state, loop.log
+    batch_size, steps_per_epoch = loop.cfg.vae.batch_size, loop.data.steps_per_epoch
     rate, window, last_log = Rate(), [], [time.time()]
 
     def handle(values) -> None:
         """The read-back losses of the last steps (one sync for SYNC_EVERY steps): check, sum, log."""
         for step, _, loss, recon, kl in values:
-            check_finite(loss, step, ckpt)  # before any save: the last good checkpoint stays
+            check_finite(loss, step, loop.ckpt)  # before any save: the last good checkpoint stays
             sums = state["sums"]
             state["sums"] = [sums[0] + loss, sums[1] + recon, sums[2] + kl, sums[3] + 1]
             window.append((loss, recon, kl))
-        rate.add(v.batch_size * len(values))
+        rate.add(batch_size * len(values))
         step, batch = values[-1][:2]
         if time.time() - last_log[0] >= LOG_EVERY_S or batch == steps_per_epoch:
             m = np.mean(window, axis=0)
@@ -189,84 +254,98 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
             window.clear()
             last_log[0] = time.time()
 
-    pending = Deferred(SYNC_EVERY, handle)  # (step, batch, loss, recon, kl) of steps not read back yet
+    return handle
 
-    while state["epoch"] < v.epochs and not state.get("stopped"):
-        epoch = state["epoch"]
-        ds = frame_dataset(
-            train_paths,
-            v.batch_size,
-            seed=seed,
-            epoch=epoch,
-            shuffle_buffer=v.shuffle_buffer,
-            skip_batches=state["batch"],
-            cycle=cycle,
-            failures=late,
-        )
-        if distribute:
-            ds = strategy.experimental_distribute_dataset(ds)
-        for x in ds:
-            step = state["step"] + 1
-            if stop_at_step is not None and step >= stop_at_step:
-                raise KeyboardInterrupt(f"stopped before step {step}")
-            state["step"], state["batch"] = step, state["batch"] + 1
-            pending.add(step, state["batch"], *train_step(x, tf.constant(step, tf.int64)))
-            if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < steps_per_epoch:
-                pending.flush()
-                ckpt.save(state)
-        pending.flush()
 
-        # End of epoch: validation, preview, keep-best, checkpoint (in that order: a kill redoes the end only).
-        sums = state["sums"]
-        n = max(sums[3], 1)
-        train_m = [sums[0] / n, sums[1] / n, sums[2] / n]
-        val_m = _validate(eval_step, val_paths, v.batch_size, tf, late) if val_paths else train_m
-        _report_late(late, said, checked, cfg.data.max_bad_share, log)
-        check_finite(val_m[0], state["step"], ckpt)
-        recon = model(preview).numpy()
-        grid = image_grid([preview, recon])
-        save_png(out / f"recon_epoch_{epoch + 1:03d}.png", grid)
-        save_png(run.artifact("reconstructions"), grid)
-        improved, stop = early.update(val_m[0])
-        if improved or not run.vae_weights.exists():
-            save_weights(model, run.vae_weights)
-        log.scalars(
-            state["step"],
-            {
-                "vae/epoch": epoch + 1,
-                "vae/loss": train_m[0],
-                "vae/recon": train_m[1],
-                "vae/kl": train_m[2],
-                "vae/val_loss": val_m[0],
-                "vae/val_recon": val_m[1],
-                "vae/val_kl": val_m[2],
-                "vae/best_val_loss": early.best,
-                "vae/bad_files": len(checked.bad) + len(late),
-            },
-        )
-        state.update(
-            epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(), last_val=val_m[0], stopped=bool(stop)
-        )
-        ckpt.save(state)
-        if stop:
-            log.info("early stopping: no validation improvement for %d epochs", early.bad_epochs)
+def _train_epoch(loop: _Loop, epoch: int, stop_at_step: int | None) -> None:
+    """The training steps of `epoch` from its next batch, a checkpoint every `vae.checkpoint_every` steps."""
+    v, state, tf, pending = loop.cfg.vae, loop.state, loop.tf, loop.pending
+    ds = frame_dataset(
+        loop.data.train_paths,
+        v.batch_size,
+        seed=int(loop.cfg.run.seed),
+        epoch=epoch,
+        shuffle_buffer=v.shuffle_buffer,
+        skip_batches=state["batch"],
+        cycle=loop.cycle,
+        failures=loop.data.late,
+    )
+    if loop.strategy.num_replicas_in_sync > 1:
+        ds = loop.strategy.experimental_distribute_dataset(ds)
+    for x in ds:
+        step = state["step"] + 1
+        if stop_at_step is not None and step >= stop_at_step:
+            raise KeyboardInterrupt(f"stopped before step {step}")
+        state["step"], state["batch"] = step, state["batch"] + 1
+        pending.add(step, state["batch"], *loop.train_step(x, tf.constant(step, tf.int64)))
+        if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < loop.data.steps_per_epoch:
+            pending.flush()
+            loop.ckpt.save(state)
+    pending.flush()
 
+
+def _end_epoch(loop: _Loop, epoch: int) -> None:
+    """End of epoch: validation, preview, keep-best, checkpoint (in that order: a kill redoes the end only)."""
+    from wm.core.media import image_grid, save_png
+    from wm.models.training import check_finite, save_weights
+
+    cfg, run, data, state, early = loop.cfg, loop.run, loop.data, loop.state, loop.early
+    sums = state["sums"]
+    n = max(sums[3], 1)
+    train_m = [sums[0] / n, sums[1] / n, sums[2] / n]
+    val_m = _validate(loop.eval_step, data.val_paths, cfg.vae.batch_size, loop.tf, data.late) if data.val_paths else train_m
+    _report_late(data.late, data.said, data.checked, cfg.data.max_bad_share, loop.log)
+    check_finite(val_m[0], state["step"], loop.ckpt)
+    recon = loop.model(loop.preview).numpy()
+    grid = image_grid([loop.preview, recon])
+    save_png(loop.out / f"recon_epoch_{epoch + 1:03d}.png", grid)
+    save_png(run.artifact("reconstructions"), grid)
+    improved, stop = early.update(val_m[0])
+    if improved or not run.vae_weights.exists():
+        save_weights(loop.model, run.vae_weights)
+    loop.log.scalars(
+        state["step"],
+        {
+            "vae/epoch": epoch + 1,
+            "vae/loss": train_m[0],
+            "vae/recon": train_m[1],
+            "vae/kl": train_m[2],
+            "vae/val_loss": val_m[0],
+            "vae/val_recon": val_m[1],
+            "vae/val_kl": val_m[2],
+            "vae/best_val_loss": early.best,
+            "vae/bad_files": len(data.checked.bad) + len(data.late),
+        },
+    )
+    state.update(
+        epoch=epoch + 1, batch=0, sums=[0.0, 0.0, 0.0, 0], early=early.state_dict(), last_val=val_m[0], stopped=bool(stop)
+    )
+    loop.ckpt.save(state)
+    if stop:
+        loop.log.info("early stopping: no validation improvement for %d epochs", early.bad_epochs)
+
+
+def _mark_done(loop: _Loop) -> dict[str, Any]:
+    """Write DONE with the training's figures and return them."""
+    v, run, data, state, early = loop.cfg.vae, loop.run, loop.data, loop.state, loop.early
     info = {
         "z_dim": v.z_dim,
         "epochs": state["epoch"],
         "steps": state["step"],
         "best_val_loss": early.best,
         "val_loss": state.get("last_val"),
-        "train_frames": train_frames,
-        "val_frames": val_frames,
-        "train_episodes": len(train_paths),
-        "val_episodes": len(val_paths),
+        "train_frames": data.train_frames,
+        "val_frames": data.val_frames,
+        "train_episodes": len(data.train_paths),
+        "val_episodes": len(data.val_paths),
         "weights": run.vae_weights.name,
         "early_stopped": bool(state.get("stopped")),
-        "bad_files": len(checked.bad) + len(late),
+        "bad_files": len(data.checked.bad) + len(data.late),
     }
     run.mark_done("train-vae", info)
-    log.info("done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, run.vae_weights)
+    loop.log.info(
+        "done: %d epochs, %d steps, best val loss %.4g -> %s", info["epochs"], info["steps"], early.best, run.vae_weights
+    )
     return info
 
 
