@@ -4,6 +4,7 @@ writes nothing, file modes under the umask, exit codes, --version and a closed p
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -142,3 +143,27 @@ def test_a_closed_pipe_ends_quietly(tmp_path, repo_root):
     p.stdout.close()  # the reader is gone before the first line (`wm status | head -0`)
     err = p.stderr.read().decode()
     assert p.wait() == 141 and err == ""
+
+
+@pytest.mark.env  # a few seconds of ViZDoom
+def test_a_stage_run_on_its_own_prints_progress_with_an_eta(tmp_path, capfd):
+    run = tmp_path / "r"
+    args = ["collect", "--configs", "doom_takecover", "tiny", "--run", str(run), "--progress-every", "0.2"]
+    assert cli.main([*args, "--set", "collect.episodes=6", "collect.workers=1", "env.max_steps=150"]) == 0
+    lines = [line for line in capfd.readouterr().out.splitlines() if line.startswith("collect: ")]
+    # "collect: 33%  elapsed 0m01s  ETA 0m02s" (before: a stage run on its own said nothing of its ETA)
+    assert lines and all(re.fullmatch(r"collect: (\d+%|…)  elapsed \S+  ETA \S+", line) for line in lines), lines
+    assert any(re.fullmatch(r"collect: \d+%  elapsed \S+  ETA \d\S*", line) for line in lines), lines
+    # off with 0, as the pipeline runs its stages (it prints their progress lines itself)
+    assert cli.main(["collect", "--run", str(run), "--progress-every", "0", "--force"]) == 0
+    assert not [line for line in capfd.readouterr().out.splitlines() if line.startswith("collect: ")]
+    assert cli.stage_command("collect", run, progress_every=0)[-2:] == ["--progress-every", "0"]
+
+
+def test_the_evaluation_line_carries_an_eta(capsys):
+    from wm.rollouts.evaluation import Progress
+
+    p = Progress(4, "real")
+    p.start -= 10.0  # ten seconds in
+    p.update([100.0])
+    assert re.search(r"\[eval\] real: 1/4 episodes  mean 100\.0  \(10s, ETA 0m30s\)", capsys.readouterr().out)

@@ -50,6 +50,13 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
         "--set", nargs="+", default=[], metavar="KEY=VALUE", action="extend", help="override config keys, e.g. vae.epochs=3"
     )
     p.add_argument("--force", action="store_true", help="redo the stage even if it is DONE")
+    p.add_argument(
+        "--progress-every",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between progress lines (done, elapsed, ETA); 0: none",
+    )
 
 
 def mpirun_path() -> str:
@@ -67,15 +74,17 @@ def stage_command(
     force: bool = False,
     python: Sequence[str] | None = None,
     mpirun: str | None = None,
+    progress_every: float | None = None,
 ) -> list[str]:
     """The argv that runs `verb` on `run` (the pipeline's subprocesses and the TUI's launches).
 
-    `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`, prefixed with `mpirun -n N` when
-    `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
+    `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force] [--progress-every S]`, prefixed with
+    `mpirun -n N` when `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
 
     Args:
         python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
         mpirun: the mpirun binary (default: `mpirun_path()`).
+        progress_every: the stage's own progress lines (the pipeline passes 0: it prints them itself).
     """
     if ranks < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
@@ -88,6 +97,8 @@ def stage_command(
         argv += ["--set", *sets]
     if force:
         argv.append("--force")
+    if progress_every is not None:
+        argv += ["--progress-every", f"{progress_every:g}"]
     if ranks > 1:
         argv = [mpirun or mpirun_path(), "-n", str(ranks), *argv]
     return argv
@@ -230,8 +241,18 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
         # `.tmp-*` files in the stage's folder can only be torn writes of a killed run now that we hold its LOCK
         # (side runs write into subfolders without it, so a stage that has them is cleaned at its top level only)
         run.remove_temporaries(verb, recursive=not side_runs)
-        mod.run(cfg, run, args)
+        with _progress(mod, run, cfg, verb, args):
+            mod.run(cfg, run, args)
     return 0
+
+
+def _progress(mod, run, cfg, verb: str, args: argparse.Namespace):
+    """The progress line with ETA of a stage run on its own (`wm.core.progress.Ticker`), unless the stage prints
+    its own (`OWN_PROGRESS`, evaluate's per-episode line) or `--progress-every 0` (the pipeline's stages)."""
+    from wm.core.progress import Ticker
+
+    every = 0.0 if hooks(mod).own_progress else float(getattr(args, "progress_every", 0.0) or 0.0)
+    return Ticker(run, cfg, verb, every)
 
 
 # Verbs that only read the run they are given: they may open an agent shipped inside the package (wm/agents/).

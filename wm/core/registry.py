@@ -335,6 +335,7 @@ class StageHooks:
     continues: an invocation that continues a DONE stage from its checkpoint (`train-controller --extend`).
     check_redo: refuses a rerun the stage cannot do, before anything is written.
     redo_hint: what the "already done" line adds to "use --force to redo".
+    own_progress: the stage prints its own progress line with an ETA (`OWN_PROGRESS`), so the CLI's is not added.
     """
 
     add_args: Callable[[argparse.ArgumentParser], None] | None = None
@@ -342,6 +343,7 @@ class StageHooks:
     continues: Callable[[argparse.Namespace], bool] | None = None
     check_redo: Callable[[Config, RunDir, argparse.Namespace], None] | None = None
     redo_hint: str = ""
+    own_progress: bool = False
 
 
 def hooks(module: ModuleType) -> StageHooks:
@@ -352,6 +354,7 @@ def hooks(module: ModuleType) -> StageHooks:
         continues=getattr(module, "continues", None),
         check_redo=getattr(module, "check_redo", None),
         redo_hint=str(getattr(module, "REDO_HINT", "")),
+        own_progress=bool(getattr(module, "OWN_PROGRESS", False)),
     )
 
 

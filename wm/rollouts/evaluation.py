@@ -17,6 +17,7 @@ import numpy as np
 
 from wm.core.config import Config
 from wm.core.errors import WMError
+from wm.core.format import duration
 from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
 from wm.core.seeds import evaluation_seeds
 
@@ -82,7 +83,7 @@ def write_results(
 
 
 class Progress:
-    """One progress line: `[eval] 37/100 episodes  mean 412.3  (12s)`; rewritten in place on a terminal."""
+    """One progress line: `[eval] 37/100 episodes  mean 412.3  (12s, ETA 20s)`; rewritten in place on a terminal."""
 
     def __init__(self, total: int, label: str):
         self.total, self.label, self.done, self.sum = total, label, 0, 0.0
@@ -95,9 +96,11 @@ class Progress:
         if self.done < self.total and now - self.last < (0.2 if self.tty else 5.0):
             return
         self.last = now
+        elapsed = now - self.start
+        eta = f", ETA {duration(elapsed * (self.total - self.done) / self.done)}" if 0 < self.done < self.total else ""
         line = (
             f"[eval] {self.label}: {self.done}/{self.total} episodes  mean {self.sum / max(1, self.done):.1f}  "
-            f"({now - self.start:.0f}s)"
+            f"({elapsed:.0f}s{eta})"
         )
         end = "\n" if not self.tty or self.done >= self.total else ""
         print(("\r" if self.tty else "") + line, end=end, flush=True)

@@ -45,7 +45,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--demo", action="store_true", help="also evaluate the random and dream baselines, write the report, print the table"
     )
-    p.add_argument("--progress-every", type=float, default=30.0, metavar="S", help="seconds between progress lines")
 
 
 def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:

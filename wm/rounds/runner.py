@@ -78,7 +78,8 @@ def run_stages(
                 run.clear_done(st.verb)
             state = run.state(st.verb)
             word = "resuming" if state == "resumable" else "running"
-            cmd = stage_command(st.verb, run.path, ranks=args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1)
+            ranks = args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1
+            cmd = stage_command(st.verb, run.path, ranks=ranks, progress_every=0)  # the lines are printed here
             print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
             start = time.time()
             rc = run_stage(cmd, run, cfg, st.verb, tag, args.progress_every, tick)
