@@ -19,8 +19,9 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-# Repo root, put on PYTHONPATH so `python -m wm` works from any working directory.
-ROOT = Path(__file__).resolve().parent.parent
+# The folder holding the `wm` package (the repository in a checkout, site-packages when installed), put on
+# PYTHONPATH so `python -m wm` works from any working directory.
+ROOT = Path(__import__("wm").__file__).resolve().parent.parent
 READ_CHUNK = 1 << 20  # bytes of output read per step, so a burst of output never lands in memory at once
 
 
@@ -29,18 +30,12 @@ def default_python() -> list[str]:
     return [sys.executable]
 
 
-def default_mpirun() -> str:
-    """The `mpirun` next to this venv's python (the mpich wheel installs it there)."""
-    return str(Path(sys.executable).parent / "mpirun")
-
-
 def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any) -> list[str]:
-    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments) with this UI's interpreter
-    and mpirun as defaults."""
+    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments, the one place that finds
+    mpirun) with this UI's interpreter as default."""
     from wm.cli import stage_command
 
     kw["python"] = kw.get("python") or default_python()
-    kw["mpirun"] = kw.get("mpirun") or default_mpirun()
     return stage_command(verb, run, *args, **kw)
 
 
