@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -327,33 +328,36 @@ def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algori
     return state
 
 
-def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
-    from dataclasses import replace
+@dataclass
+class _Training:
+    """What every generation works with: the optimiser and curriculum (both replaced at a new draw), the checkpoint
+    dict `st` it updates, and where the checkpoint and the metrics go."""
 
-    from wm.core.metrics import make_logger
-    from wm.envs import action_dim
-    from wm.es.budget import Curriculum, fitness_budget
-    from wm.es.others import es_from_state, make_es
-    from wm.models.controller import Controller
-    from wm.mpi import StopFlag, launched_size, make_pool
-    from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
+    cfg: Config
+    run: RunDir
+    n: int
+    es: Any
+    st: dict[str, Any]
+    curriculum: Any
+    spath: Path
+    metrics: Path
+    seeds_eval: np.ndarray
 
-    check_upstream(cfg, run)
+
+def _fresh_es(es_cfg: Any, n: int, draw: int) -> Any:
+    """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from zero, seeded `es.seed + draw`."""
+    from wm.es.others import make_es
+
+    return make_es(es_cfg, n, seed=int(es_cfg.seed) + draw)
+
+
+def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path, n: int) -> tuple[Any, dict[str, Any]]:
+    """The optimiser and checkpoint dict to go on from: the stored checkpoint's (checked against the config), or afresh
+    (an earlier training's checks removed)."""
+    from wm.es.others import es_from_state
+
     es_cfg = cfg.es
-    P, K, G, D = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations), int(es_cfg.draws)
-    n = Controller.from_config(cfg, action_dim(cfg)).n_params
-    out = run.stage_dir(VERB)
-    spath, metrics = state_path(run), run.metrics_path(VERB)
-    if getattr(args, "force", False):
-        spath.unlink(missing_ok=True)
-        legacy_state_path(run).unlink(missing_ok=True)
-    stored = _stored_state(run, args, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
-    out.mkdir(parents=True, exist_ok=True)
-
-    def fresh_es(draw: int) -> Any:
-        """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from zero, seeded `es.seed + draw`."""
-        return make_es(es_cfg, n, seed=int(es_cfg.seed) + draw)
-
+    P, G, D = int(es_cfg.popsize), int(es_cfg.generations), int(es_cfg.draws)
     if stored is not None:
         st = _check_state(stored, spath, n, P, str(es_cfg.algorithm))
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
@@ -365,22 +369,48 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             es = es_from_state(st["es"])
         except es_state.StateError as e:
             raise es_state.read_error(spath, e) from None
-    else:
-        shutil.rmtree(run.checks_dir, ignore_errors=True)  # an earlier training's checks
-        es = fresh_es(0)
-        st = {
-            "version": STATE_VERSION,
-            "n_params": n,
-            "popsize": P,
-            "generation": 0,
-            "elapsed": 0.0,
-            "best_fitness": -np.inf,
-            "best_eval": -np.inf,
-            "best_eval_gen": 0,
-            "metrics_bytes": 0,
-            "draw": 0,  # es.draws: the draw in progress (0-based), each draw_generations long
-            "draw_generations": G,
-        }
+        return es, st
+    shutil.rmtree(run.checks_dir, ignore_errors=True)  # an earlier training's checks
+    es = _fresh_es(es_cfg, n, 0)
+    st = {
+        "version": STATE_VERSION,
+        "n_params": n,
+        "popsize": P,
+        "generation": 0,
+        "elapsed": 0.0,
+        "best_fitness": -np.inf,
+        "best_eval": -np.inf,
+        "best_eval_gen": 0,
+        "metrics_bytes": 0,
+        "draw": 0,  # es.draws: the draw in progress (0-based), each draw_generations long
+        "draw_generations": G,
+    }
+    return es, st
+
+
+def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
+    """Train C (see the module docstring): resume or start, run the generations of every draw, pick, mark DONE."""
+    from dataclasses import replace
+
+    from wm.core.metrics import make_logger
+    from wm.envs import action_dim
+    from wm.es.budget import Curriculum
+    from wm.models.controller import Controller
+    from wm.mpi import StopFlag, launched_size
+    from wm.rollouts.engine import EvalSpec
+
+    check_upstream(cfg, run)
+    es_cfg = cfg.es
+    G, D = int(es_cfg.generations), int(es_cfg.draws)
+    n = Controller.from_config(cfg, action_dim(cfg)).n_params
+    out = run.stage_dir(VERB)
+    spath, metrics = state_path(run), run.metrics_path(VERB)
+    if getattr(args, "force", False):
+        spath.unlink(missing_ok=True)
+        legacy_state_path(run).unlink(missing_ok=True)
+    stored = _stored_state(run, args, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
+    out.mkdir(parents=True, exist_ok=True)
+    es, st = _start(cfg, run, stored, spath, n)
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
     _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
@@ -388,110 +418,19 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
         spec = replace(spec, threads=devices.threads, gpu=devices.gpu)
-    seeds_eval = eval_seeds(cfg)
+    t = _Training(cfg, run, n, es, st, curriculum, spath, metrics, eval_seeds(cfg))
     stop_after = int(getattr(args, "stop_after", 0) or 0)
-
-    def save(state: dict[str, Any]) -> None:
-        _write_state(spath, state)
 
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]
-        log.info(
-            "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s%s",
-            "resuming" if gen0 else "starting",
-            {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(str(es_cfg.algorithm), es_cfg.algorithm),
-            n,
-            P,
-            K,
-            es_cfg.fitness,
-            gen0,
-            G * D,
-            f", {D} draws of {G}" if D > 1 else "",
-            "" if gen0 else f" (σ₀ {es_cfg.sigma0})",
-        )
+        _log_start(log, cfg, n, gen0)
+        pool, chunk = _open_pool(spec, es_cfg, log, stop, devices if batched else None)
         try:
-            pool = make_pool(
-                init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop
-            )
-        except RuntimeError as e:
-            raise WMError(str(e)) from None
-        chunk = task_chunk(es_cfg, P, pool.size)
-        log.info(
-            "%d evaluating process(es), %d member(s) per task%s",
-            pool.size,
-            chunk,
-            f"; the batched dream pool: this process, {devices} (es.device {es_cfg.device})" if batched else "",
-        )
-        try:
-            while st["generation"] < G * D:
-                if stop_after and st["generation"] - gen0 >= stop_after:
-                    stop.set()
-                if stop.is_set():
-                    raise KeyboardInterrupt
-                t0 = time.time()
-                params = es.ask()
-                budget = fitness_budget(cfg, curriculum)
-                results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk, budget))
-                returns, lengths, lost = gather(results, P, K)
-                fitness = returns.mean(axis=1)
-                es.tell(fitness)
-                gen = st["generation"] + 1
-                draw = int(st.get("draw", 0))
-                local = gen - draw * G  # the generation within its draw
-                ok = np.isfinite(fitness)
-                st["best_fitness"] = max(st["best_fitness"], float(fitness[ok].max()))
-                rec = {
-                    "es/generation": gen,
-                    "es/mean": fitness[ok].mean(),
-                    "es/min": fitness[ok].min(),
-                    "es/max": fitness[ok].max(),
-                    "es/std": fitness[ok].std(),
-                    "es/best": st["best_fitness"],
-                    "es/sigma": es.sigma,
-                    "es/len_mean": lengths[ok].mean(),
-                    "es/len_max": lengths[ok].max(),
-                    "es/lost": lost,
-                }
-                if D > 1:
-                    rec["es/draw"] = draw + 1
-                if curriculum.cap:
-                    rec["es/episode_cap"] = curriculum.cap
-                    curriculum.update(float(np.nanmean(fitness)) if np.isfinite(fitness).any() else -np.inf)
-                episodes = P * K
-                mean = es.mean
-                if local % int(es_cfg.eval_every) == 0 or local == G:
-                    E = len(seeds_eval)
-                    rows = -(-E // K)
-                    padded = np.resize(seeds_eval, rows * K).reshape(rows, K)
-                    res = pool.map(evaluate_task, make_tasks(np.repeat(mean[None], rows, 0), padded, chunk))
-                    ev = gather(res, rows, K)[0].reshape(-1)[:E]
-                    ev = ev[np.isfinite(ev)]
-                    episodes += E
-                    score = float(ev.mean())
-                    check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen), "draw": np.int64(draw)}
-                    run.checks_dir.mkdir(parents=True, exist_ok=True)
-                    atomic_savez(run.check_params(gen), **check)
-                    if score > st["best_eval"]:
-                        st["best_eval"], st["best_eval_gen"] = score, gen
-                        atomic_savez(run.params("best"), **check)
-                    rec.update({"es/eval_mean": score, "es/eval_std": float(ev.std()), "es/eval_best": st["best_eval"]})
-                dt = time.time() - t0
-                st["elapsed"] += dt
-                rec.update({"es/elapsed": st["elapsed"], "es/evals_per_s": episodes / max(dt, 1e-9)})
-                log.scalars(gen, rec)
-                atomic_savez(run.params("mean"), params=mean, generation=np.int64(gen))
-                if local == G and draw + 1 < D:  # the next draw: CMA-ES afresh from the same start, its own seed
-                    st["draw"] = draw + 1
-                    es = fresh_es(draw + 1)
-                    curriculum = Curriculum.from_config(cfg)  # a real-fitness episode budget starts over too
-                    log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
-                st.update(generation=gen, es=es.state_dict(), metrics_bytes=metrics.stat().st_size)
-                st["curriculum"] = curriculum.state_dict()
-                save(st)
+            rec = _generations(t, pool, chunk, stop, stop_after, gen0, log)
             picked = _pick_real(cfg, run, pool, spec, log) if int(es_cfg.pick_real) > 0 else {}
         except KeyboardInterrupt:
             if "es" in st:
-                save(st)  # the last complete generation; the one in flight is dropped
+                _write_state(spath, st)  # the last complete generation; the one in flight is dropped
             log.info(
                 "stopped at generation %d; checkpoint %s written; rerun the same command to resume",
                 st["generation"],
@@ -517,6 +456,138 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
             **last,
         },
     )
+
+
+def _log_start(log: Any, cfg: Config, n: int, gen0: int) -> None:
+    """The training's first line: resuming or starting, the optimiser, its sizes and the generation it starts at."""
+    es_cfg = cfg.es
+    G, D = int(es_cfg.generations), int(es_cfg.draws)
+    log.info(
+        "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s%s",
+        "resuming" if gen0 else "starting",
+        {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(str(es_cfg.algorithm), es_cfg.algorithm),
+        n,
+        int(es_cfg.popsize),
+        int(es_cfg.trials),
+        es_cfg.fitness,
+        gen0,
+        G * D,
+        f", {D} draws of {G}" if D > 1 else "",
+        "" if gen0 else f" (σ₀ {es_cfg.sigma0})",
+    )
+
+
+def _open_pool(spec: Any, es_cfg: Any, log: Any, stop: Any, devices: Any) -> tuple[Any, int]:
+    """The evaluating pool (a WMError when it cannot start) and the members per task; `devices`: the batched dream
+    pool's, None otherwise."""
+    from wm.mpi import make_pool
+    from wm.rollouts.engine import init_worker
+
+    try:
+        pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
+    except RuntimeError as e:
+        raise WMError(str(e)) from None
+    chunk = task_chunk(es_cfg, int(es_cfg.popsize), pool.size)
+    log.info(
+        "%d evaluating process(es), %d member(s) per task%s",
+        pool.size,
+        chunk,
+        f"; the batched dream pool: this process, {devices} (es.device {es_cfg.device})" if devices is not None else "",
+    )
+    return pool, chunk
+
+
+def _generations(t: _Training, pool: Any, chunk: int, stop: Any, stop_after: int, gen0: int, log: Any) -> dict[str, Any]:
+    """Every generation left (of every draw), until done or stopped (KeyboardInterrupt); returns the last's record."""
+    G, D = int(t.cfg.es.generations), int(t.cfg.es.draws)
+    rec: dict[str, Any] = {}
+    while t.st["generation"] < G * D:
+        if stop_after and t.st["generation"] - gen0 >= stop_after:
+            stop.set()
+        if stop.is_set():
+            raise KeyboardInterrupt
+        rec = _generation(t, pool, chunk, log)
+    return rec
+
+
+def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]:
+    """One generation: ask, play, tell, the mean's check when due, the record, a new draw when one ends, the
+    checkpoint; returns the record."""
+    from wm.es.budget import Curriculum, fitness_budget
+    from wm.rollouts.engine import evaluate_task, gather, make_tasks
+
+    cfg, es_cfg, st, es = t.cfg, t.cfg.es, t.st, t.es
+    P, K, G, D = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations), int(es_cfg.draws)
+    t0 = time.time()
+    params = es.ask()
+    budget = fitness_budget(cfg, t.curriculum)
+    results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk, budget))
+    returns, lengths, lost = gather(results, P, K)
+    fitness = returns.mean(axis=1)
+    es.tell(fitness)
+    gen = st["generation"] + 1
+    draw = int(st.get("draw", 0))
+    local = gen - draw * G  # the generation within its draw
+    ok = np.isfinite(fitness)
+    st["best_fitness"] = max(st["best_fitness"], float(fitness[ok].max()))
+    rec = {
+        "es/generation": gen,
+        "es/mean": fitness[ok].mean(),
+        "es/min": fitness[ok].min(),
+        "es/max": fitness[ok].max(),
+        "es/std": fitness[ok].std(),
+        "es/best": st["best_fitness"],
+        "es/sigma": es.sigma,
+        "es/len_mean": lengths[ok].mean(),
+        "es/len_max": lengths[ok].max(),
+        "es/lost": lost,
+    }
+    if D > 1:
+        rec["es/draw"] = draw + 1
+    if t.curriculum.cap:
+        rec["es/episode_cap"] = t.curriculum.cap
+        t.curriculum.update(float(np.nanmean(fitness)) if np.isfinite(fitness).any() else -np.inf)
+    episodes = P * K
+    mean = es.mean
+    if local % int(es_cfg.eval_every) == 0 or local == G:
+        episodes += _check_mean(t, pool, chunk, mean, gen, draw, rec)
+    dt = time.time() - t0
+    st["elapsed"] += dt
+    rec.update({"es/elapsed": st["elapsed"], "es/evals_per_s": episodes / max(dt, 1e-9)})
+    log.scalars(gen, rec)
+    atomic_savez(t.run.params("mean"), params=mean, generation=np.int64(gen))
+    if local == G and draw + 1 < D:  # the next draw: CMA-ES afresh from the same start, its own seed
+        st["draw"] = draw + 1
+        t.es = _fresh_es(es_cfg, t.n, draw + 1)
+        t.curriculum = Curriculum.from_config(cfg)  # a real-fitness episode budget starts over too
+        log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
+    st.update(generation=gen, es=t.es.state_dict(), metrics_bytes=t.metrics.stat().st_size)
+    st["curriculum"] = t.curriculum.state_dict()
+    _write_state(t.spath, st)
+    return rec
+
+
+def _check_mean(t: _Training, pool: Any, chunk: int, mean: np.ndarray, gen: int, draw: int, rec: dict[str, Any]) -> int:
+    """The mean's evaluation on the fixed seeds, kept as a check (and as `best.npz` when the best so far), its figures
+    added to `rec`; returns the episodes it played."""
+    from wm.rollouts.engine import evaluate_task, gather, make_tasks
+
+    st, run, K = t.st, t.run, int(t.cfg.es.trials)
+    E = len(t.seeds_eval)
+    rows = -(-E // K)
+    padded = np.resize(t.seeds_eval, rows * K).reshape(rows, K)
+    res = pool.map(evaluate_task, make_tasks(np.repeat(mean[None], rows, 0), padded, chunk))
+    ev = gather(res, rows, K)[0].reshape(-1)[:E]
+    ev = ev[np.isfinite(ev)]
+    score = float(ev.mean())
+    check = {"params": mean, "score": np.float64(score), "generation": np.int64(gen), "draw": np.int64(draw)}
+    run.checks_dir.mkdir(parents=True, exist_ok=True)
+    atomic_savez(run.check_params(gen), **check)
+    if score > st["best_eval"]:
+        st["best_eval"], st["best_eval_gen"] = score, gen
+        atomic_savez(run.params("best"), **check)
+    rec.update({"es/eval_mean": score, "es/eval_std": float(ev.std()), "es/eval_best": st["best_eval"]})
+    return E
 
 
 def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict[str, float]:
