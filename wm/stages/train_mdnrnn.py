@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import argparse
 from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +33,19 @@ PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
 READ_EVERY = 10  # losses are read back (a device sync), checked and logged every this many steps and at every save
 
 
+@dataclass
+class _Fit:
+    """What the training loops work with: M, its compiled step, the checkpoint and the state it saves."""
+
+    model: Any
+    train_step: Any
+    state: dict[str, Any]
+    pending: Any  # a `Deferred` of (step, epoch, nll, done_loss, reward_loss) of steps not read back yet
+    ckpt: Any
+    out: Path
+    tf: Any
+
+
 def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
@@ -37,10 +53,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from wm.core import tf_setup
 
     tf = tf_setup.setup()
-    from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
     from wm.envs import action_dim
-    from wm.models.mdnrnn import MDNRNN, config_path, lr_value, make_optimizer, make_train_step, save_config
-    from wm.models.training import Checkpoint, Deferred, Rate, check_finite, prefetch, save_weights
+    from wm.models.mdnrnn import config_path, make_optimizer, make_train_step, save_config
+    from wm.models.training import Checkpoint, Deferred, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     if m_cfg.batching not in ("episodes", "streams"):
@@ -50,124 +65,20 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     a_dim = action_dim(cfg)
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = bool(m_cfg.predict_reward)
-        series = load_series(
-            run.series_dir,
-            cfg.vae.z_dim,
-            a_dim,
-            log,
-            max_bad_share=cfg.data.max_bad_share,
-            rewards=reward_head,
-            dones=bool(m_cfg.predict_done),
-        )
-        log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
-        if series.terminal is not None:  # the done head's positives (CarRacing: episodes cut at their first done)
-            log.info("done targets: %d of %d episodes end by termination", int(series.terminal.sum()), series.n_episodes)
-        log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
-        import keras
-
-        keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
-        model = MDNRNN(
-            cfg.vae.z_dim,
-            a_dim,
-            m_cfg.hidden,
-            m_cfg.num_mixtures,
-            m_cfg.predict_done,
-            lstm=m_cfg.lstm,
-            dropout=m_cfg.dropout,
-            predict_reward=reward_head,
-        )
-        log.info("LSTM: %s (mdnrnn.lstm: %s), dropout %g", model.lstm_impl, m_cfg.lstm, model.dropout)
+        series = _series(cfg, run, a_dim, log)
+        model = _model(cfg, a_dim, log)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
-        if getattr(args, "force", False):  # --force redoes the training, it does not continue it
-            ckpt.delete()
-            (out / "carry.npz").unlink(missing_ok=True)
-        state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}
-        if state["step"]:
-            log.info("resuming at step %d (epoch %d, chunk %d)", state["step"], state["epoch"], state["chunk"])
-        elif m_cfg.init_from:
-            warm_start(model, run.resolve(m_cfg.init_from))
-            log.info("warm start from %s", m_cfg.init_from)
-        schedule = [float(m_cfg.lr), float(m_cfg.lr_min), float(m_cfg.lr_decay)]
-        if state["step"] and state.get("lr_schedule", schedule) != schedule:  # the schedule follows config.yaml: say so
-            log.warning(
-                "mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
-                "the new schedule (config.yaml) from step %d",
-                state["lr_schedule"],
-                schedule,
-                state["step"],
-            )
-        state["lr_schedule"] = schedule
+        state, schedule = _restore(cfg, run, args, model, ckpt, out, log)
         train_step = make_train_step(model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight))
-        rate = Rate()
-        last = [float("nan")] * 3
-
-        def handle(values) -> None:
-            """Check the read-back losses (one sync for READ_EVERY steps) and write their records."""
-            rate.add(len(values))
-            sps = rate.read()
-            for s, e, nll, done_loss, r_loss in values:
-                check_finite(nll + done_loss + r_loss, s, ckpt)  # before any save: the last good checkpoint stays
-                rec = {"mdnrnn/step": s, "mdnrnn/epoch": e, "mdnrnn/nll": nll, "mdnrnn/done_loss": done_loss}
-                if reward_head:
-                    rec["mdnrnn/reward_loss"] = r_loss
-                rec.update({"mdnrnn/lr": lr_value(s, *schedule), "mdnrnn/steps_per_s": sps})
-                log.scalars(s, rec, console=10.0)
-                last[:] = nll, done_loss, r_loss
-
-        pending = Deferred(READ_EVERY, handle)  # (step, epoch, nll, done_loss, reward_loss) of steps not read back yet
-        flush = pending.flush
-
-        def one(batch, carry):
-            nll, done_loss, r_loss, final = train_step(batch, carry)
-            state["step"] += 1
-            pending.add(state["step"], state["epoch"], nll, done_loss, r_loss)
-            return final
-
-        def save(carry=None) -> None:
-            flush()
-            if carry is None:
-                ckpt.save(state)
-            else:
-                _save(out, ckpt, state, carry)
-
-        def tensors(batch):  # in the prefetch thread, off the step's path
-            return {k: tf.constant(v) for k, v in batch.items()}
-
+        last = [float("nan")] * 3  # the last step's (nll, done_loss, reward_loss), read back
+        pending = Deferred(READ_EVERY, _handler(ckpt, log, schedule, reward_head, last))
+        fit = _Fit(model, train_step, state, pending, ckpt, out, tf)
         if m_cfg.batching == "episodes":
-            batches = EpisodeBatches(
-                series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done, m_cfg.done_horizon
-            )
-            todo = (tensors(batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
-            with closing(prefetch(todo)) as items:
-                for batch in items:
-                    one(batch, model.initial_state(m_cfg.batch_size))
-                    if state["step"] % m_cfg.checkpoint_every == 0:
-                        save()
+            _train_episodes(fit, cfg, series)
         else:
-            batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.done_horizon)
-            log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
-            carry = _load_carry(out / "carry.npz", state, model, m_cfg.batch_size)
-
-            def chunks(e0: int, c0: int):  # every remaining chunk of every remaining epoch, in order
-                for e in range(e0, int(m_cfg.epochs)):
-                    for i, batch in batches.epoch(e, c0 if e == e0 else 0):
-                        yield e, i, tensors(batch)
-
-            with closing(prefetch(chunks(state["epoch"], state["chunk"]))) as items:
-                for e, i, batch in items:
-                    if e != state["epoch"]:  # a new epoch: zero state at its start (§4)
-                        state["epoch"], state["chunk"] = e, 0
-                        carry = model.initial_state(m_cfg.batch_size)
-                    carry = one(batch, carry)  # the state carries over to the next chunk (§4)
-                    state["chunk"] = i + 1
-                    if state["step"] % m_cfg.checkpoint_every == 0:
-                        save(carry)
-            if state["epoch"] < m_cfg.epochs:  # the last epoch ran to its end
-                state["epoch"], state["chunk"] = int(m_cfg.epochs), 0
-                carry = model.initial_state(m_cfg.batch_size)
-            save(carry)
-        flush()
+            _train_streams(fit, cfg, series, log)
+        pending.flush()
         ckpt.save(state)
         save_weights(model, run.mdnrnn_weights)
         save_config(model, config_path(run.mdnrnn_weights))
@@ -185,6 +96,168 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         }
         run.mark_done("train-mdnrnn", info)
         log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
+
+
+def _series(cfg: Config, run: RunDir, a_dim: int, log: Any) -> Any:
+    """The run's series (`wm.data.sequences.load_series`), with the targets the heads need; logged."""
+    from wm.data.sequences import load_series
+
+    m_cfg = cfg.mdnrnn
+    series = load_series(
+        run.series_dir,
+        cfg.vae.z_dim,
+        a_dim,
+        log,
+        max_bad_share=cfg.data.max_bad_share,
+        rewards=bool(m_cfg.predict_reward),
+        dones=bool(m_cfg.predict_done),
+    )
+    log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
+    if series.terminal is not None:  # the done head's positives (CarRacing: episodes cut at their first done)
+        log.info("done targets: %d of %d episodes end by termination", int(series.terminal.sum()), series.n_episodes)
+    log.scalars(0, {"mdnrnn/bad_files": series.bad_files}, console=False)
+    return series
+
+
+def _model(cfg: Config, a_dim: int, log: Any) -> Any:
+    """M with its initial weights drawn from the run seed; its sequence implementation logged."""
+    import keras
+
+    from wm.models.mdnrnn import MDNRNN
+
+    m_cfg = cfg.mdnrnn
+    keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
+    model = MDNRNN(
+        cfg.vae.z_dim,
+        a_dim,
+        m_cfg.hidden,
+        m_cfg.num_mixtures,
+        m_cfg.predict_done,
+        lstm=m_cfg.lstm,
+        dropout=m_cfg.dropout,
+        predict_reward=bool(m_cfg.predict_reward),
+    )
+    log.info("LSTM: %s (mdnrnn.lstm: %s), dropout %g", model.lstm_impl, m_cfg.lstm, model.dropout)
+    return model
+
+
+def _restore(
+    cfg: Config, run: RunDir, args: argparse.Namespace, model: Any, ckpt: Any, out: Path, log: Any
+) -> tuple[dict[str, Any], list[float]]:
+    """The checkpoint's state (afresh with `--force` or without one, then warm-started from `mdnrnn.init_from`) and
+    the learning-rate schedule, config.yaml's."""
+    m_cfg = cfg.mdnrnn
+    if getattr(args, "force", False):  # --force redoes the training, it does not continue it
+        ckpt.delete()
+        (out / "carry.npz").unlink(missing_ok=True)
+    state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}
+    if state["step"]:
+        log.info("resuming at step %d (epoch %d, chunk %d)", state["step"], state["epoch"], state["chunk"])
+    elif m_cfg.init_from:
+        warm_start(model, run.resolve(m_cfg.init_from))
+        log.info("warm start from %s", m_cfg.init_from)
+    schedule = [float(m_cfg.lr), float(m_cfg.lr_min), float(m_cfg.lr_decay)]
+    if state["step"] and state.get("lr_schedule", schedule) != schedule:  # the schedule follows config.yaml: say so
+        log.warning(
+            "mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
+            "the new schedule (config.yaml) from step %d",
+            state["lr_schedule"],
+            schedule,
+            state["step"],
+        )
+    state["lr_schedule"] = schedule
+    return state, schedule
+
+
+def _handler(ckpt: Any, log: Any, schedule: list[float], reward_head: bool, last: list[float]):
+    """The `Deferred`'s handler, with its own steps/s meter; it keeps the last losses in `last`."""
+    from wm.models.mdnrnn import lr_value
+    from wm.models.training import Rate, check_finite
+
+    rate = Rate()
+
+    def handle(values) -> None:
+        """Check the read-back losses (one sync for READ_EVERY steps) and write their records."""
+        rate.add(len(values))
+        sps = rate.read()
+        for s, e, nll, done_loss, r_loss in values:
+            check_finite(nll + done_loss + r_loss, s, ckpt)  # before any save: the last good checkpoint stays
+            rec = {"mdnrnn/step": s, "mdnrnn/epoch": e, "mdnrnn/nll": nll, "mdnrnn/done_loss": done_loss}
+            if reward_head:
+                rec["mdnrnn/reward_loss"] = r_loss
+            rec.update({"mdnrnn/lr": lr_value(s, *schedule), "mdnrnn/steps_per_s": sps})
+            log.scalars(s, rec, console=10.0)
+            last[:] = nll, done_loss, r_loss
+
+    return handle
+
+
+def _one(fit: _Fit, batch, carry):
+    """One training step from `carry`; returns the final LSTM state."""
+    nll, done_loss, r_loss, final = fit.train_step(batch, carry)
+    fit.state["step"] += 1
+    fit.pending.add(fit.state["step"], fit.state["epoch"], nll, done_loss, r_loss)
+    return final
+
+
+def _checkpoint(fit: _Fit, carry=None) -> None:
+    """Read back the pending losses, then save the checkpoint (and the carried state, for streams)."""
+    fit.pending.flush()
+    if carry is None:
+        fit.ckpt.save(fit.state)
+    else:
+        _save(fit.out, fit.ckpt, fit.state, carry)
+
+
+def _tensors(tf, batch):
+    """A batch's arrays as tensors (in the prefetch thread, off the step's path)."""
+    return {k: tf.constant(v) for k, v in batch.items()}
+
+
+def _train_episodes(fit: _Fit, cfg: Config, series: Any) -> None:
+    """`mdnrnn.batching: episodes`: the steps left of `mdnrnn.steps`, each on B random whole episodes from zero state."""
+    from wm.data.sequences import EpisodeBatches
+    from wm.models.training import prefetch
+
+    m_cfg, state = cfg.mdnrnn, fit.state
+    batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done, m_cfg.done_horizon)
+    todo = (_tensors(fit.tf, batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
+    with closing(prefetch(todo)) as items:
+        for batch in items:
+            _one(fit, batch, fit.model.initial_state(m_cfg.batch_size))
+            if state["step"] % m_cfg.checkpoint_every == 0:
+                _checkpoint(fit)
+
+
+def _chunks(batches: Any, epochs: int, e0: int, c0: int, tf):
+    """Every remaining chunk of every remaining epoch, in order, as (epoch, chunk, tensors)."""
+    for e in range(e0, epochs):
+        for i, batch in batches.epoch(e, c0 if e == e0 else 0):
+            yield e, i, _tensors(tf, batch)
+
+
+def _train_streams(fit: _Fit, cfg: Config, series: Any, log: Any) -> None:
+    """`mdnrnn.batching: streams`: the chunks left of `mdnrnn.epochs` epochs, the LSTM state carried between chunks."""
+    from wm.data.sequences import StreamBatches
+    from wm.models.training import prefetch
+
+    m_cfg, state, model = cfg.mdnrnn, fit.state, fit.model
+    batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.done_horizon)
+    log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
+    carry = _load_carry(fit.out / "carry.npz", state, model, m_cfg.batch_size)
+    with closing(prefetch(_chunks(batches, int(m_cfg.epochs), state["epoch"], state["chunk"], fit.tf))) as items:
+        for e, i, batch in items:
+            if e != state["epoch"]:  # a new epoch: zero state at its start (§4)
+                state["epoch"], state["chunk"] = e, 0
+                carry = model.initial_state(m_cfg.batch_size)
+            carry = _one(fit, batch, carry)  # the state carries over to the next chunk (§4)
+            state["chunk"] = i + 1
+            if state["step"] % m_cfg.checkpoint_every == 0:
+                _checkpoint(fit, carry)
+    if state["epoch"] < m_cfg.epochs:  # the last epoch ran to its end
+        state["epoch"], state["chunk"] = int(m_cfg.epochs), 0
+        carry = model.initial_state(m_cfg.batch_size)
+    _checkpoint(fit, carry)
 
 
 def warm_start(model, path) -> None:
