@@ -51,6 +51,8 @@ def test_env_block_applies_first_whatever_the_order():
 def test_ranges_and_choices_are_checked_once_for_every_key(setting, message):
     with pytest.raises(WMError, match=message):
         C.load(["doom_takecover", "tiny"], [setting])
+    with pytest.raises(WMError, match=message):  # a config the code builds (a round's, a scoring one) is checked too
+        C.update(C.load(["doom_takecover", "tiny"]), C.parse_set([setting]), source="code")
 
 
 def test_every_preset_fits_the_rules():

@@ -307,7 +307,8 @@ def _nearest(key: str, keys: list[str]) -> str:
 
 
 def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") -> Config:
-    """Return a new Config with `overrides` (nested or dotted keys) applied strictly."""
+    """Return a new Config with `overrides` (nested or dotted keys) applied strictly, its values checked against
+    `RULES` (every config the code builds is checked as a loaded one is)."""
     flat = flatten(cfg.to_dict())
     for key, value in flatten(overrides).items():
         if key not in flat and key in RETIRED:
@@ -320,7 +321,7 @@ def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") 
         if key not in flat:
             raise WMError(f"unknown config key {key!r} in {source}{_nearest(key, list(flat))}")
         flat[key] = cast(key, value, flat[key])
-    return Config(_unflatten(flat))
+    return check(Config(_unflatten(flat)))
 
 
 def _unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:

@@ -236,8 +236,6 @@ class SimpleGA(_Base):
 
     def __init__(self, *a, elite_ratio: float = 0.1, sigma_decay: float = 0.999, sigma_min: float = 0.01, **kw):
         super().__init__(*a, **kw)
-        if not 0 < elite_ratio < 1:
-            raise WMError(f"es.elite_ratio must be in (0, 1), got {elite_ratio}")
         self.n_elite = max(1, int(round(elite_ratio * self.popsize)))
         self._sigma, self.sigma_decay, self.sigma_min = self.sigma0, float(sigma_decay), float(sigma_min)
         self.elites = self.x[None].copy()  # generation 0 mutates the start point

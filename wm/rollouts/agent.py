@@ -97,8 +97,6 @@ class AgentPolicy:
     """`act(obs)` / `reset()` like the data policies, driven by a trained run's V, M and C (module docstring)."""
 
     def __init__(self, models: AgentModels, rng: np.random.Generator, explore: float, hold_min: int, hold_max: int):
-        if not 0.0 <= explore <= 1.0:
-            raise WMError(f"collect.explore must be in [0, 1], got {explore}")
         self.step, self.z_dim, self.hidden, self.action_dim = models.step, models.z_dim, models.hidden, models.action_dim
         self.rng, self.explore = rng, float(explore)
         self.lo, self.hi = int(hold_min), int(hold_max)
