@@ -270,3 +270,20 @@ def test_extend_with_trust_pickle_continues_an_older_finished_training(tmp_path,
     assert "--trust-pickle" in capsys.readouterr().err and legacy.exists() and b.is_done("train-controller")
     assert main([*cmd, "--extend", "--trust-pickle", *sets, "es.generations=4"]) == 0
     assert not legacy.exists() and path.exists() and history(b) == history(straight)
+
+
+def test_two_cma_runs_of_one_seed_checkpoint_the_same_state():
+    """pycma's global-RNG state starts from the seed, not from the process's entropy, so two unbroken runs (or a run and
+    its kill-and-rerun) write the same es_state (before: numpy's entropy-seeded state differed between processes)."""
+
+    def run(noise: int) -> dict:
+        np.random.seed(noise)  # whatever the process drew before
+        es = CMAES(6, 8, 0.1, seed=3)
+        for _ in range(2):
+            pop = es.ask()
+            es.tell(-np.sum(pop**2, axis=1))
+        return es.state_dict()
+
+    a, b = run(1), run(2)
+    assert a["np_state"][0] == b["np_state"][0] and np.array_equal(a["np_state"][1], b["np_state"][1])
+    assert a["np_state"][2:] == b["np_state"][2:]

@@ -114,6 +114,9 @@ class CMAES:
         x0 = np.zeros(self.n) if x0 is None else np.asarray(x0, dtype=np.float64)
         outer = np.random.get_state()
         try:
+            # pycma's own draws from numpy's global RNG (samples come from `randn`) start from the seed, not from the
+            # entropy numpy seeded the process with: the checkpointed state is then the same in every run
+            np.random.seed([int(seed), 0xC3A])
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 self.es = cma.CMAEvolutionStrategy(
