@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -76,6 +77,70 @@ def nonfinite_names(bits: int) -> str:
 def _tiles(env: Any) -> int:
     """Track tiles CarRacing has counted as visited (gymnasium's `tile_visited_count`)."""
     return int(env.inner.tile_visited_count)
+
+
+@dataclass
+class _Slots:
+    """The episodes of one `RealEvaluator.evaluate`: the queue of (member, seed) jobs and each env slot's state."""
+
+    params: np.ndarray  # (P, n) float32
+    seeds: np.ndarray  # (P, K) int64
+    record: int
+    no_progress: int
+    jobs: collections.deque
+    job: list[tuple[int, int] | None]
+    rngs: list[np.random.Generator | None]
+    # ε of each slot's episode, drawn EPS_BLOCK steps at a time: the same numbers, in the same order, as one
+    # `standard_normal(z)` per step (float64, then float32); an idle slot reads zeros
+    eps_buf: np.ndarray
+    eps_pos: np.ndarray
+    slots: np.ndarray
+    obs: np.ndarray
+    prm: np.ndarray
+    fresh: np.ndarray
+    ret: np.ndarray
+    steps: np.ndarray
+    tiles: np.ndarray  # no_progress: tiles seen …
+    stalled: np.ndarray  # … and steps since a new one
+    rec_id: list[int]
+
+    @classmethod
+    def empty(
+        cls, E: int, zd: int, n_params: int, params: np.ndarray, seeds: np.ndarray, record: int, no_progress: int
+    ) -> _Slots:
+        """`E` idle slots and every (member, seed) episode of `seeds` queued, member by member."""
+        P, K = seeds.shape
+        return cls(
+            params,
+            seeds,
+            record,
+            no_progress,
+            jobs=collections.deque((i, k) for i in range(P) for k in range(K)),
+            job=[None] * E,
+            rngs=[None] * E,
+            eps_buf=np.zeros((E, EPS_BLOCK, zd), np.float32),
+            eps_pos=np.zeros(E, np.intp),
+            slots=np.arange(E),
+            obs=np.zeros((E, 64, 64, 3), np.uint8),
+            prm=np.zeros((E, n_params), np.float32),
+            fresh=np.zeros(E, np.float32),
+            ret=np.zeros(E),
+            steps=np.zeros(E, np.int64),
+            tiles=np.zeros(E, np.int64),
+            stalled=np.zeros(E, np.int64),
+            rec_id=[-1] * E,
+        )
+
+
+def _refuse_nonfinite(s: _Slots, active: list[int], bad: np.ndarray) -> None:
+    """The WMError for the first active slot whose action, z or h came out non-finite (`nonfinite_flags`)."""
+    for e in active:
+        if bad[e]:
+            i, k = s.job[e]
+            raise WMError(
+                f"real rollout: non-finite {nonfinite_names(bad[e])} at step {s.steps[e]} of member {i}, "
+                f"seed {s.seeds[i, k]}; check V's and M's weights and the controller params"
+            )
 
 
 class RealEvaluator:
@@ -148,44 +213,15 @@ class RealEvaluator:
             raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.c}")
         E, zd, H = self.n_envs, self.m.z_dim, self.m.hidden
         returns, lengths = np.zeros((P, K)), np.zeros((P, K), np.int64)
-        jobs = collections.deque((i, k) for i in range(P) for k in range(K))
-        job: list[tuple[int, int] | None] = [None] * E
-        rngs: list[np.random.Generator | None] = [None] * E
-        # ε of each slot's episode, drawn EPS_BLOCK steps at a time: the same numbers, in the same order, as one
-        # `standard_normal(z)` per step (float64, then float32); an idle slot reads zeros
-        eps_buf = np.zeros((E, EPS_BLOCK, zd), np.float32)
-        eps_pos = np.zeros(E, np.intp)
-        slots = np.arange(E)
-        obs = np.zeros((E, 64, 64, 3), np.uint8)
-        prm = np.zeros((E, self.c.n_params), np.float32)
-        fresh = np.zeros(E, np.float32)
-        ret, steps = np.zeros(E), np.zeros(E, np.int64)
-        tiles, stalled = np.zeros(E, np.int64), np.zeros(E, np.int64)  # no_progress: tiles seen, steps since a new one
-        rec_id: list[int] = [-1] * E
+        s = _Slots.empty(E, zd, self.c.n_params, params, seeds, record, no_progress)
+        job, rngs, eps_buf, eps_pos, slots, rec_id = s.job, s.rngs, s.eps_buf, s.eps_pos, s.slots, s.rec_id
+        obs, prm, fresh, ret, steps, tiles, stalled = s.obs, s.prm, s.fresh, s.ret, s.steps, s.tiles, s.stalled
         self.frames, self.inputs, self.latents = [], [], []
         c = h = tf.zeros((E, H), tf.float32)
         envs, step_graph, should_stop = self.envs, self._step, self.should_stop
 
-        def start(e: int) -> None:
-            eps_pos[e] = EPS_BLOCK  # drawn at the episode's first step
-            if not jobs:
-                job[e] = rngs[e] = None
-                return
-            i, k = job[e] = jobs.popleft()
-            seed = int(seeds[i, k])
-            o, info = envs[e].reset(seed=seed)
-            obs[e], prm[e], fresh[e], ret[e], steps[e] = o, params[i], 1.0, 0.0, 0
-            tiles[e], stalled[e] = _tiles(envs[e]) if no_progress else 0, 0
-            rngs[e] = np.random.default_rng(seed)
-            rec_id[e] = -1
-            if len(self.frames) < record:
-                rec_id[e] = len(self.frames)
-                self.frames.append([info["raw"] if self.keep_raw else o])
-                self.inputs.append([])
-                self.latents.append([])
-
         for e in range(E):
-            start(e)
+            self._start(s, e)
         active = [e for e in range(E) if job[e] is not None]
         while active:
             if should_stop():
@@ -199,13 +235,7 @@ class RealEvaluator:
             a, z, c, h, bad = step_graph(obs, eps, c, h, prm, fresh)
             a, bad = a.numpy(), bad.numpy()
             if bad.any():  # before any env takes a NaN action (or a NaN state runs on unnoticed)
-                for e in active:
-                    if bad[e]:
-                        i, k = job[e]
-                        raise WMError(
-                            f"real rollout: non-finite {nonfinite_names(bad[e])} at step {steps[e]} of member {i}, "
-                            f"seed {seeds[i, k]}; check V's and M's weights and the controller params"
-                        )
+                _refuse_nonfinite(s, active, bad)
             recording = max(rec_id) >= 0
             if recording:
                 z = z.numpy()  # latents only while recording
@@ -230,11 +260,32 @@ class RealEvaluator:
                 if term or trunc or (max_steps and steps[e] >= max_steps):
                     i, k = job[e]
                     returns[i, k], lengths[i, k] = ret[e], steps[e]
-                    start(e)
+                    self._start(s, e)
                     ended = True
             if ended:
                 active = [e for e in range(E) if job[e] is not None]
         return returns, lengths
+
+    def _start(self, s: _Slots, e: int) -> None:
+        """Slot `e` takes the next queued episode (env reset, ε's generator, a recording while `record` wants one), or
+        idles when the queue is empty."""
+        s.eps_pos[e] = EPS_BLOCK  # drawn at the episode's first step
+        if not s.jobs:
+            s.job[e] = s.rngs[e] = None
+            return
+        i, k = s.job[e] = s.jobs.popleft()
+        seed = int(s.seeds[i, k])
+        env = self.envs[e]
+        o, info = env.reset(seed=seed)
+        s.obs[e], s.prm[e], s.fresh[e], s.ret[e], s.steps[e] = o, s.params[i], 1.0, 0.0, 0
+        s.tiles[e], s.stalled[e] = _tiles(env) if s.no_progress else 0, 0
+        s.rngs[e] = np.random.default_rng(seed)
+        s.rec_id[e] = -1
+        if len(self.frames) < s.record:
+            s.rec_id[e] = len(self.frames)
+            self.frames.append([info["raw"] if self.keep_raw else o])
+            self.inputs.append([])
+            self.latents.append([])
 
     def close(self) -> None:
         """Close every env (ViZDoom's child processes go with them)."""
