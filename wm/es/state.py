@@ -201,6 +201,7 @@ def dump_object(root: Any) -> dict[str, Any]:
     return walk(root, type(root).__name__)
 
 
+# Kept whole: one recursive reader over dump_object's node kinds, its closures sharing the memo and `fresh`.
 def load_object(tree: dict[str, Any], fresh: Any) -> Any:
     """Write `dump_object`'s tree onto `fresh`, a freshly constructed object of the same configuration, and return it.
 
