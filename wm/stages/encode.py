@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -52,13 +53,22 @@ def encode_frames(encoder, obs: np.ndarray, batch_size: int) -> tuple[np.ndarray
     return np.concatenate(mus), np.concatenate(lvs)
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
-    """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
-    from wm.core import tf_setup
-    from wm.models.vae import load_vae, make_encoder
+@dataclass
+class _Tally:
+    """What the encode loop keeps and counts: the good episodes, frame 0's μ and logvar for initial_z, the files."""
 
-    z_dim, bs = int(cfg.vae.z_dim), int(cfg.encode.batch_size)
-    vae_dir, out = run.stage_dir("train-vae"), run.stage_dir("encode")
+    bad: int  # bad episode files: the header check's, then those found damaged while reading (`late`)
+    late: int = 0
+    skipped: int = 0
+    written: int = 0
+    frames: int = 0
+    initial: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    good: list[Path] = field(default_factory=list)
+
+
+def _check_upstream(run: RunDir, z_dim: int) -> None:
+    """Refuse without a finished V of this z size, or without episodes."""
+    vae_dir = run.stage_dir("train-vae")
     if not run.is_done("train-vae"):
         raise WMError(f"no finished V in {vae_dir} (run `train-vae` first)")
     done_info = run.done_info("train-vae")
@@ -67,79 +77,100 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     if not list_episodes(run.episodes_dir):
         raise WMError(f"no episode files in {run.stage_dir('collect')}")
 
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
+    from wm.core import tf_setup
+    from wm.models.vae import load_vae, make_encoder
+
+    z_dim = int(cfg.vae.z_dim)
+    out = run.stage_dir("encode")
+    _check_upstream(run, z_dim)
+
     with make_logger(run, "encode") as log:
         # the one validation path, over every episode before anything is written: a misshapen or corrupt file is
         # named and skipped (never half-encoded), and too many of them refuse the stage with series/ untouched
         checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
-        episodes = checked.paths
         out.mkdir(parents=True, exist_ok=True)
         tf_setup.setup()
         model = load_vae(run.vae_weights, z_dim)  # WMError naming the file when the z size does not fit
         encoder = make_encoder(model)
-        n_init = int(cfg.encode.initial_z)
-        initial: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        good: list[Path] = []
-        bad, late, skipped, written, frames = len(checked.bad), 0, 0, 0, 0
-        t0, last = time.perf_counter(), 0.0
-        for path in episodes:
-            target = out / episode_name(episode_index(path))
-            need_initial = len(good) < n_init
-            if _series_ok(target, z_dim) and not need_initial:
-                good.append(path)
-                skipped += 1
-                continue
-            try:
-                ep = read_episode(path)
-            except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
-                log.warning("skipping bad episode file: %s", e)
-                bad, late = bad + 1, late + 1
-                continue
-            if _series_ok(target, z_dim):  # already encoded: only frame 0 is needed for initial_z
-                mu, lv = (a.numpy() for a in encoder(ep["obs"][:1]))
-                skipped += 1
-            else:
-                mu, lv = encode_frames(encoder, ep["obs"], bs)
-                write_episode(
-                    target,
-                    mu=mu.astype(np.float16),
-                    logvar=lv.astype(np.float16),
-                    action=ep["action"],
-                    reward=ep["reward"],
-                    done=ep["done"],
-                )
-                written += 1
-                frames += len(mu)
-            if need_initial:
-                initial[len(good)] = (mu[0].astype(np.float32), lv[0].astype(np.float32))
+        tally = _Tally(bad=len(checked.bad))
+        t0 = time.perf_counter()
+        _encode_episodes(cfg, encoder, checked.paths, out, tally, t0, log)
+        checked.refuse_if_too_many_bad(cfg.data.max_bad_share, tally.late)
+        _finish(cfg, run, tally, t0, log)
+
+
+def _encode_episodes(cfg: Config, encoder, episodes: list[Path], out: Path, tally: _Tally, t0: float, log) -> None:
+    """Encode each episode into `out` (a valid existing output is kept), frame 0 of the first `encode.initial_z` good
+    ones kept for initial_z; a file found damaged is named and skipped."""
+    z_dim, bs, n_init = int(cfg.vae.z_dim), int(cfg.encode.batch_size), int(cfg.encode.initial_z)
+    good, last = tally.good, 0.0
+    for path in episodes:
+        target = out / episode_name(episode_index(path))
+        need_initial = len(good) < n_init
+        if _series_ok(target, z_dim) and not need_initial:
             good.append(path)
-            now = time.perf_counter()
-            if now - last >= 2.0 or path == episodes[-1]:
-                last = now
-                log.scalars(
-                    len(good),
-                    {"encode/episodes": len(good), "encode/frames_per_s": frames / max(now - t0, 1e-9)},
-                    console=15.0,
-                )
-        checked.refuse_if_too_many_bad(cfg.data.max_bad_share, late)
-        k = sorted(initial)[:n_init]
-        atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
-        fps = frames / max(time.perf_counter() - t0, 1e-9)
-        log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": fps, "encode/bad_files": bad})
-        info = {
-            "episodes": len(good),
-            "written": written,
-            "kept": skipped,
-            "bad_files": bad,
-            "z_dim": z_dim,
-            "initial_z": len(k),
-            "frames_per_s": round(fps, 1),
-        }
-        run.mark_done("encode", info)
-        log.info(
-            "encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d",
-            len(good),
-            written,
-            skipped,
-            bad,
-            len(k),
-        )
+            tally.skipped += 1
+            continue
+        try:
+            ep = read_episode(path)
+        except EpisodeError as e:  # damage inside the compressed data, which the header check cannot see
+            log.warning("skipping bad episode file: %s", e)
+            tally.bad, tally.late = tally.bad + 1, tally.late + 1
+            continue
+        if _series_ok(target, z_dim):  # already encoded: only frame 0 is needed for initial_z
+            mu, lv = (a.numpy() for a in encoder(ep["obs"][:1]))
+            tally.skipped += 1
+        else:
+            mu, lv = encode_frames(encoder, ep["obs"], bs)
+            write_episode(
+                target,
+                mu=mu.astype(np.float16),
+                logvar=lv.astype(np.float16),
+                action=ep["action"],
+                reward=ep["reward"],
+                done=ep["done"],
+            )
+            tally.written += 1
+            tally.frames += len(mu)
+        if need_initial:
+            tally.initial[len(good)] = (mu[0].astype(np.float32), lv[0].astype(np.float32))
+        good.append(path)
+        now = time.perf_counter()
+        if now - last >= 2.0 or path == episodes[-1]:
+            last = now
+            log.scalars(
+                len(good),
+                {"encode/episodes": len(good), "encode/frames_per_s": tally.frames / max(now - t0, 1e-9)},
+                console=15.0,
+            )
+
+
+def _finish(cfg: Config, run: RunDir, tally: _Tally, t0: float, log) -> None:
+    """Write initial_z, the last record and DONE."""
+    n_init, good, bad = int(cfg.encode.initial_z), tally.good, tally.bad
+    k = sorted(tally.initial)[:n_init]
+    initial = tally.initial
+    atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
+    fps = tally.frames / max(time.perf_counter() - t0, 1e-9)
+    log.scalars(len(good), {"encode/episodes": len(good), "encode/frames_per_s": fps, "encode/bad_files": bad})
+    info = {
+        "episodes": len(good),
+        "written": tally.written,
+        "kept": tally.skipped,
+        "bad_files": bad,
+        "z_dim": int(cfg.vae.z_dim),
+        "initial_z": len(k),
+        "frames_per_s": round(fps, 1),
+    }
+    run.mark_done("encode", info)
+    log.info(
+        "encoded %d episodes (%d new, %d kept, %d bad files skipped); initial_z: %d",
+        len(good),
+        tally.written,
+        tally.skipped,
+        bad,
+        len(k),
+    )
