@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
 from wm.core import config as C
+from wm.core import rundir as RD
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
 
@@ -109,3 +112,58 @@ def test_stored_config_gets_the_defaults_of_keys_added_since(tmp_path):
     run.config_path.write_text("mdnrnn:\n  hidden: 64\n  retired_knob: 1\n")
     with pytest.raises(WMError, match=r"unknown config key 'mdnrnn.retired_knob' in .*config.yaml"):
         run.load_config()
+
+
+def _foreign_lock(run: RunDir, verb: str, age: float) -> None:
+    """A LOCK written by a job on another host, last refreshed `age` seconds ago."""
+    lock = run.stage_dir(verb) / "LOCK"
+    atomic_write_json(lock, {"pid": 4242, "host": "node17", "started": time.time() - age - 60})
+    os.utime(lock, (time.time() - age, time.time() - age))
+
+
+def test_a_fresh_lock_from_another_host_is_held_naming_host_and_pid(tmp_path):
+    run = RunDir(tmp_path)
+    _foreign_lock(run, "collect", age=5)
+    assert run.state("collect") == "running" and run.lock_info("collect").host == "node17"
+    with pytest.raises(
+        WMError,
+        match=r"already running in this run dir \(pid 4242 on node17, since .*, refreshed 5 s ago\);"
+        r" if that job is gone, its LOCK is stale after 600 s without a refresh, or rerun with --break-lock",
+    ):
+        with run.lock("collect"):
+            pass
+    assert json.loads((run.stage_dir("collect") / "LOCK").read_text())["host"] == "node17"  # untouched
+
+
+def test_a_stale_or_broken_lock_from_another_host_is_taken_over_in_one_line(tmp_path, capsys):
+    import socket
+
+    run = RunDir(tmp_path)
+    _foreign_lock(run, "collect", age=RD.LOCK_STALE_S + 1)  # before: a LOCK from another host held for good
+    assert run.state("collect") == "resumable"  # its folder holds the stale LOCK
+    with run.lock("collect"):
+        assert run.lock_info("collect").host == socket.gethostname() and run.state("collect") == "running"
+    err = capsys.readouterr().err
+    assert re.fullmatch(
+        r"collect: took over the LOCK of pid 4242 on node17, since [-\d: ]+, refreshed \d+ s ago: stale\n", err
+    )
+    _foreign_lock(run, "train-vae", age=5)
+    with run.lock("train-vae", break_lock=True):
+        assert run.lock_owner("train-vae") == os.getpid()
+    assert capsys.readouterr().err.endswith(": broken by --break-lock\n")
+    assert not (run.stage_dir("train-vae") / "LOCK").exists()
+
+
+def test_a_held_lock_is_refreshed_while_its_stage_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(RD, "LOCK_REFRESH_S", 0.05)
+    run = RunDir(tmp_path)
+    with run.lock("collect"):
+        lock = run.stage_dir("collect") / "LOCK"
+        first = json.loads(lock.read_text())
+        os.utime(lock, (time.time() - 1000, time.time() - 1000))  # as if long unrefreshed
+        deadline = time.time() + 10
+        while time.time() - lock.stat().st_mtime > 100 and time.time() < deadline:
+            time.sleep(0.02)
+        assert time.time() - lock.stat().st_mtime < 100  # rewritten
+        assert json.loads(lock.read_text()) == first  # the same owner and start time
+    assert not lock.exists() and not list(run.stage_dir("collect").glob(".tmp-LOCK-*"))

@@ -8,13 +8,16 @@ Everything is written under a temporary name and renamed, so a crash never leave
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import io
 import json
 import os
 import re
 import socket
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -185,6 +188,74 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 # ---------------------------------------------------------------- run directory
+
+
+# A LOCK is rewritten this often while its stage runs; one from another host unrefreshed for LOCK_STALE_S is a dead
+# job's (its node crashed). Hosts' clocks need not agree: the age is the LOCK file's mtime against this host's clock,
+# and on a shared file system both come from the same server's view within a few seconds.
+LOCK_REFRESH_S = 30.0
+LOCK_STALE_S = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class LockInfo:
+    """A stage's LOCK as read: its owner, when it started, seconds since it was last written, whether it holds."""
+
+    pid: int
+    host: str
+    started: float
+    age: float
+    held: bool
+
+    def describe(self) -> str:
+        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started)) if self.started else "?"
+        return f"pid {self.pid} on {self.host or '?'}, since {since}, refreshed {self.age:.0f} s ago"
+
+    def busy(self, verb: str) -> WMError:
+        """The one line that refuses a second copy of the stage."""
+        if self.host == socket.gethostname():
+            hint = "stop it first, or wait for it to finish"
+        else:
+            stale = f"its LOCK is stale after {LOCK_STALE_S:.0f} s without a refresh"
+            hint = f"if that job is gone, {stale}, or rerun with --break-lock"
+        return WMError(f"stage {verb} is already running in this run dir ({self.describe()}); {hint}")
+
+
+def _lock_record(started: float | None = None) -> dict[str, Any]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "started": started or time.time()}
+
+
+class _Refresh:
+    """Rewrites a held LOCK every `LOCK_REFRESH_S` from a daemon thread (atomically: a reader never sees it torn),
+    so another host can tell a running stage from a dead one's leftover."""
+
+    def __init__(self, lock: Path, folder: Path) -> None:
+        self.lock, self.folder = lock, folder
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="lock-refresh", daemon=True)
+
+    def __enter__(self) -> _Refresh:
+        try:
+            self.started = float(json.loads(self.lock.read_text()).get("started", time.time()))
+        except (OSError, ValueError, AttributeError):
+            self.started = time.time()
+        self.thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self.stop.wait(LOCK_REFRESH_S):
+            with contextlib.suppress(OSError):  # a full disk: the next refresh tries again
+                fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=self.folder)
+                with os.fdopen(fd, "w") as f:
+                    json.dump(_lock_record(self.started), f)
+                if self.stop.is_set():  # released meanwhile: do not bring a removed LOCK back
+                    os.unlink(tmp)
+                    return
+                os.replace(tmp, self.lock)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def _pid_alive(pid: int) -> bool:
@@ -367,17 +438,24 @@ class RunDir:
         d = self.stage_dir(key)
         return (d.exists() and any(d.iterdir())) or self.metrics_path(key).exists()
 
-    def lock_owner(self, key: str) -> int | None:
-        """PID of a live process holding the stage's LOCK, else None (a stale lock is ignored)."""
+    def lock_info(self, key: str) -> LockInfo | None:
+        """Who holds the stage's LOCK (`LockInfo`, `held` False for a stale one), None without a readable LOCK."""
         lock = self.stage_dir(key) / "LOCK"
         try:
-            info = json.loads(lock.read_text())
-        except (OSError, json.JSONDecodeError):
+            info, age = json.loads(lock.read_text()), time.time() - lock.stat().st_mtime
+        except (OSError, ValueError):
             return None
-        pid = int(info.get("pid", 0))
-        if info.get("host") != socket.gethostname():
-            return pid
-        return pid if pid and _pid_alive(pid) else None
+        if not isinstance(info, dict):
+            return None
+        pid, host = int(info.get("pid", 0) or 0), str(info.get("host", ""))
+        # on this host the process says whether it runs; another host's job says it by refreshing the LOCK
+        held = _pid_alive(pid) if host == socket.gethostname() else age < LOCK_STALE_S
+        return LockInfo(pid, host, float(info.get("started", 0.0) or 0.0), age, bool(pid) and held)
+
+    def lock_owner(self, key: str) -> int | None:
+        """PID of the process holding the stage's LOCK (on `lock_info(key).host`), else None (a stale LOCK is ignored)."""
+        info = self.lock_info(key)
+        return info.pid if info is not None and info.held else None
 
     def state(self, key: str) -> str:
         """One of: 'not started', 'running', 'resumable', 'done'."""
@@ -388,19 +466,24 @@ class RunDir:
         return "resumable" if self.started(key) else "not started"
 
     @contextlib.contextmanager
-    def lock(self, key: str) -> Iterator[None]:
+    def lock(self, key: str, break_lock: bool = False) -> Iterator[None]:
         """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'.
 
         Taken before anything else is written (the CLI binds the config inside it): a command refused because the
         stage is running has created nothing, not even the stage's folder. The LOCK is created with a hard link,
-        which fails when another process holds it, so two commands started together cannot both get it. When the
-        guarded block raises, the folders this call created are removed again if they are empty, so a command
-        refused inside it (a config conflict) leaves no trace either.
+        which fails when another process holds it, so two commands started together cannot both get it (`link` is
+        atomic on NFS too). When the guarded block raises, the folders this call created are removed again if they
+        are empty, so a command refused inside it (a config conflict) leaves no trace either.
+
+        The LOCK records host, pid and start time, and is rewritten every `LOCK_REFRESH_S` while held: on a shared
+        file system a LOCK from another host counts as held until it has gone `LOCK_STALE_S` without a refresh (its
+        job died with its node), then it is taken over with one line naming the old owner; `break_lock` (the CLI's
+        `--break-lock`) takes it over at once.
         """
         verb = stage(key).verb
-        owner = self.lock_owner(key)
-        if owner is not None and owner != os.getpid():
-            raise WMError(f"stage {verb} is already running in this run dir (pid {owner})")
+        info = self.lock_info(key)
+        if info is not None and info.held and info.pid != os.getpid() and not break_lock:
+            raise info.busy(verb)
         folder = self.stage_dir(key)
         created, p = [], folder
         while not p.exists():
@@ -410,10 +493,11 @@ class RunDir:
         ok = False
         try:
             try:
-                self._take_lock(folder, lock, verb)
+                self._take_lock(folder, lock, verb, break_lock)
             except OSError as e:
                 raise WriteError(describe_os_error(e, lock)) from e
-            yield
+            with _Refresh(lock, folder):
+                yield
             ok = True
         finally:
             if self.lock_owner(key) == os.getpid():
@@ -423,18 +507,21 @@ class RunDir:
                     with contextlib.suppress(OSError):
                         d.rmdir()
 
-    def _take_lock(self, folder: Path, lock: Path, verb: str) -> None:
+    def _take_lock(self, folder: Path, lock: Path, verb: str, break_lock: bool = False) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=folder)
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"pid": os.getpid(), "host": socket.gethostname()}, f)
+                json.dump(_lock_record(), f)
             try:
                 os.link(tmp, lock)
             except FileExistsError:  # a stale LOCK (dead owner), or a racing command that got it first
-                owner = self.lock_owner(verb)
-                if owner is not None and owner != os.getpid():
-                    raise WMError(f"stage {verb} is already running in this run dir (pid {owner})") from None
+                old = self.lock_info(verb)
+                if old is not None and old.held and old.pid != os.getpid() and not break_lock:
+                    raise old.busy(verb) from None
+                if old is not None and old.pid != os.getpid():
+                    why = "broken by --break-lock" if old.held else "stale"
+                    print(f"{verb}: took over the LOCK of {old.describe()}: {why}", file=sys.stderr, flush=True)
                 os.replace(tmp, lock)
             except OSError as e:  # a file system without hard links
                 if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
