@@ -167,3 +167,17 @@ def test_a_held_lock_is_refreshed_while_its_stage_runs(tmp_path, monkeypatch):
         assert time.time() - lock.stat().st_mtime < 100  # rewritten
         assert json.loads(lock.read_text()) == first  # the same owner and start time
     assert not lock.exists() and not list(run.stage_dir("collect").glob(".tmp-LOCK-*"))
+
+
+def test_break_lock_on_the_command_line_takes_over_a_fresh_foreign_lock(tmp_path, capsys):
+    from wm import cli
+
+    run = RunDir(tmp_path / "r")
+    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    _foreign_lock(run, "train-vae", age=5)
+    assert cli.main(["train-vae", "--run", str(run.path)]) == 2
+    assert "(pid 4242 on node17, since" in capsys.readouterr().err
+    # taken over at once, then refused for what it lacks (no episodes): the refusal leaves no LOCK of its own
+    assert cli.main(["train-vae", "--run", str(run.path), "--break-lock"]) == 2
+    err = capsys.readouterr().err
+    assert "took over the LOCK of pid 4242 on node17" in err and "broken by --break-lock" in err

@@ -57,6 +57,11 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
         metavar="S",
         help="seconds between progress lines (done, elapsed, ETA); 0: none",
     )
+    p.add_argument(
+        "--break-lock",
+        action="store_true",
+        help="take over the stage's LOCK even if another host's job refreshed it lately (that job must be gone)",
+    )
 
 
 def mpirun_path() -> str:
@@ -225,7 +230,7 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
         return 0
     # The LOCK first, then the config, then anything else: a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
-    with run.lock(stage(verb).verb):
+    with run.lock(stage(verb).verb, break_lock=bool(getattr(args, "break_lock", False))):
         if run.is_done(verb) and not _redo(mod, args):
             run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
             changes = run.config_changes(cfg)
