@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from wm.core.config import Config
 from wm.core.errors import WMError
@@ -60,29 +62,29 @@ def side_run(args: argparse.Namespace) -> bool:
     )
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
-    """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
+@dataclass
+class _Plan:
+    """What one evaluation plays and where its results go (`_plan`)."""
+
+    kind: str
+    tag: str
+    seeds: Any
+    temperature: float | None
+    cfg_t: Config  # the config the episodes play with (at τ); the summary keeps the run's own config hash
+    params: Any
+    extra: dict[str, Any]  # the summary's fields beside the scores
+    default: bool  # the default real evaluation (eval/summary.json and DONE), not a side run
+    prefix: str
+    workers: int
+
+
+def _plan(cfg: Config, run: RunDir, args: argparse.Namespace) -> _Plan:
+    """The mode, its seeds, τ, C's parameters, the summary's extra fields and the metrics prefix, from the command."""
     from wm.core import config as C
-    from wm.core.metrics import make_logger
-    from wm.mpi import launched_rank
     from wm.rollouts.engine import kind_of
-    from wm.rollouts.evaluation import MODES, Progress, format_summary, play, seed_list, write_results
-    from wm.rollouts.recording import record_episode, save_episode_gif
+    from wm.rollouts.evaluation import MODES, seed_list
     from wm.rollouts.world import input_digest, load_world
 
-    if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
-        return
-    from wm.core import tf_setup
-
-    # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
-    # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
-    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
-    tf_setup.setup(threads=None, gpu=False)
-    if getattr(args, "sweep", False):
-        from wm.tools import sweep
-
-        sweep.run_sweep(cfg, run, args)
-        return
     kind = kind_of(bool(getattr(args, "dream", False)), bool(getattr(args, "random", False)))
     dream = kind in ("dream", "random-dream")
     tag = getattr(args, "tag", None) or kind
@@ -106,6 +108,30 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     prefix = "eval" if default else f"eval/{tag}"
     # the dream runs every episode in one batched graph (wm/rollouts/dream.py): one process, no TF start-up per worker
     workers = 1 if dream else int(cfg.evaluate.workers)
+    return _Plan(kind, tag, seeds, temperature, cfg_t, params, extra, default, prefix, workers)
+
+
+def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+    """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
+    from wm.core.metrics import make_logger
+    from wm.mpi import launched_rank
+    from wm.rollouts.evaluation import Progress, format_summary, play, write_results
+
+    if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
+        return
+    from wm.core import tf_setup
+
+    # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
+    # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
+    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
+    tf_setup.setup(threads=None, gpu=False)
+    if getattr(args, "sweep", False):
+        from wm.tools import sweep
+
+        sweep.run_sweep(cfg, run, args)
+        return
+    p = _plan(cfg, run, args)
+    tag, seeds, extra, prefix = p.tag, p.seeds, p.extra, p.prefix
     with make_logger(run, "evaluate") as log:
         log.info(
             "evaluating %s (%s) on %d episodes, seeds %d…%d, %d workers",
@@ -114,7 +140,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             len(seeds),
             seeds[0],
             seeds[-1],
-            workers,
+            p.workers,
         )
         t0 = time.time()
         progress = Progress(len(seeds), tag)
@@ -123,7 +149,9 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             progress.update(rets)  # and `<prefix>/done` in the metrics, so the pipeline and the TUI can show progress
             log.scalars(progress.done, {f"{prefix}/done": progress.done}, console=False)
 
-        returns, lengths = play(cfg_t, run, kind, params, seeds, temperature, workers=workers, progress=on_chunk, log=log)
+        returns, lengths = play(
+            p.cfg_t, run, p.kind, p.params, seeds, p.temperature, workers=p.workers, progress=on_chunk, log=log
+        )
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra)
         log.scalars(
@@ -137,13 +165,19 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             console=False,
         )
         log.info("%s: %s", tag, format_summary(summary))
-        gifs = getattr(args, "gifs", None)
-        for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(seeds))):
-            path = run.eval_dir(tag) / f"episode_{i:03d}.gif"
-            frames = record_episode(cfg_t, run, kind, params, seeds[i])
-            save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride)
-            log.info("wrote %s (%d steps)", path, len(next(iter(frames.values()))))
-        if default:
+        _write_gifs(cfg, run, p, getattr(args, "gifs", None), log)
+        if p.default:
             atomic_write_json(run.eval_summary(), summary)
             info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}
             run.mark_done("evaluate", {**info, **{k: summary[k] for k in ("config_hash", "params_file", "seconds")}})
+
+
+def _write_gifs(cfg: Config, run: RunDir, p: _Plan, gifs: int | None, log: Any) -> None:
+    """GIFs of the first `gifs` episodes (`evaluate.gif_episodes` when None), each played again and recorded."""
+    from wm.rollouts.recording import record_episode, save_episode_gif
+
+    for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(p.seeds))):
+        path = run.eval_dir(p.tag) / f"episode_{i:03d}.gif"
+        frames = record_episode(p.cfg_t, run, p.kind, p.params, p.seeds[i])
+        save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride)
+        log.info("wrote %s (%d steps)", path, len(next(iter(frames.values()))))
