@@ -241,16 +241,30 @@ def _rel(run: RunDir, p: Path) -> str:
 
 def render(run: RunDir) -> str:
     """The report's Markdown (also writes the plots it links)."""
-    from wm.tools.status import stage_rows
-
     cfg = run.load_config()
     if cfg is None:
         raise WMError(f"{run.config_path} not found: not a run directory")
     env = cfg.env.name
+    lines = _config_lines(run, cfg)
+    pipeline = pipeline_timings(run)
+    lines += _stage_lines(run, pipeline)
+    lines += rounds_section(run, pipeline)
+    lines += checks_section(run, cfg)
+    lines += _evaluation_lines(run, cfg, env)
+    lines += _sweep_lines(run)
+    plots = make_plots(run)
+    lines += ["", "## Training curves", ""]
+    lines += [f"![{title}]({_rel(run, p)})" for title, p in plots] or ["No training metrics yet."]
+    lines += _image_lines(run)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _config_lines(run: RunDir, cfg: Any) -> list[str]:
+    """The report's title and its configuration table."""
     lines = [
         f"# World Models run report: `{run.path.name}`",
         "",
-        f"Env **{env}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
+        f"Env **{cfg.env.name}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
         "Paper numbers: `docs/paper-settings.md` §9.",
         "",
         "## Configuration",
@@ -259,16 +273,14 @@ def render(run: RunDir) -> str:
         "|---|---|",
     ]
     lines += [f"| `{k}` | {number(cfg[k])} |" for k in CONFIG_KEYS if _has(cfg, k)]
-    lines += [
-        "",
-        "Full config: [config.yaml](config.yaml)",
-        "",
-        "## Stages",
-        "",
-        "| stage | state | key figures | time |",
-        "|---|---|---|---|",
-    ]
-    pipeline = pipeline_timings(run)
+    return lines + ["", "Full config: [config.yaml](config.yaml)"]
+
+
+def _stage_lines(run: RunDir, pipeline: Any) -> list[str]:
+    """The stages table: each stage's state, key figures (its DONE's too) and time."""
+    from wm.tools.status import stage_rows
+
+    lines = ["", "## Stages", "", "| stage | state | key figures | time |", "|---|---|---|---|"]
     for verb, state, key in stage_rows(run):
         figs = dict(key)
         done = run.stage_dir(verb) / "DONE"
@@ -280,54 +292,65 @@ def render(run: RunDir) -> str:
                 pass
         fig = figures(figs, ", ") or "—"
         lines.append(f"| {verb} | {state} | {fig} | {duration(stage_time(run, verb, pipeline))} |")
-    lines += rounds_section(run, pipeline)
-    lines += checks_section(run, cfg)
-    lines += ["", "## Evaluation", ""]
+    return lines
+
+
+def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:
+    """The evaluation table, each beside the paper's score, with links to its episodes and GIFs."""
+    lines = ["", "## Evaluation", ""]
     evals = evaluations(run)
-    if evals:
-        lines += [
-            "| evaluation | mode | episodes | score (mean ± std) | min / median / max | paper | files |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for s in evals:
-            mode = s.get("mode", "?") + (f" τ {s['temperature']:g}" if s.get("temperature") is not None else "")
-            episodes = run.eval_episodes(s["_dir"].name)
-            files = [f"[episodes]({_rel(run, episodes)})"] if episodes.exists() else []
-            files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
-            score = f"{s['mean']:.1f} ± {s['std']:.1f}"
-            score = f"**{score}**" if int(s["episodes"]) >= FEW_EPISODES else score  # a rough mean is not set off
-            lines.append(
-                f"| {s['tag']} | {mode} | {s['episodes']} | {score} | "
-                f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |"
-            )
-        if family(env).score_note:
-            lines += ["", family(env).score_note.format(max_steps=cfg.env.max_steps)]
-    else:
-        lines.append("No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`.")
+    if not evals:
+        return lines + ["No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`."]
+    lines += [
+        "| evaluation | mode | episodes | score (mean ± std) | min / median / max | paper | files |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for s in evals:
+        mode = s.get("mode", "?") + (f" τ {s['temperature']:g}" if s.get("temperature") is not None else "")
+        episodes = run.eval_episodes(s["_dir"].name)
+        files = [f"[episodes]({_rel(run, episodes)})"] if episodes.exists() else []
+        files += [f"[{g.stem}]({_rel(run, g)})" for g in sorted(s["_dir"].glob("episode_*.gif"))]
+        score = f"{s['mean']:.1f} ± {s['std']:.1f}"
+        score = f"**{score}**" if int(s["episodes"]) >= FEW_EPISODES else score  # a rough mean is not set off
+        lines.append(
+            f"| {s['tag']} | {mode} | {s['episodes']} | {score} | "
+            f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |"
+        )
+    if family(env).score_note:
+        lines += ["", family(env).score_note.format(max_steps=cfg.env.max_steps)]
+    return lines
+
+
+def _sweep_lines(run: RunDir) -> list[str]:
+    """The τ sweep's table and a link to its data, when the run has one."""
     sweep, data = run.artifact("tau_sweep_table"), run.artifact("tau_sweep")
-    if sweep.exists():
-        body = "\n".join(ln for ln in sweep.read_text().splitlines() if not ln.startswith("# ")).strip()
-        lines += ["", "## Temperature sweep", "", body]
-        if data.exists():
-            lines += ["", f"Data: [{data.name}]({_rel(run, data)})"]
-    plots = make_plots(run)
-    lines += ["", "## Training curves", ""]
-    lines += [f"![{title}]({_rel(run, p)})" for title, p in plots] or ["No training metrics yet."]
+    if not sweep.exists():
+        return []
+    body = "\n".join(ln for ln in sweep.read_text().splitlines() if not ln.startswith("# ")).strip()
+    lines = ["", "## Temperature sweep", "", body]
+    if data.exists():
+        lines += ["", f"Data: [{data.name}]({_rel(run, data)})"]
+    return lines
+
+
+def _image_lines(run: RunDir) -> list[str]:
+    """The stages' images and every evaluation GIF, when there are any."""
     images = [(t, run.artifact(key)) for t, key in IMAGES if run.artifact(key).exists()]
     gifs = sorted(run.stage_dir("evaluate").glob("*/episode_*.gif")) if run.stage_dir("evaluate").exists() else []
-    if images or gifs:
-        lines += ["", "## Images", ""]
-        for title, p in images:
-            lines += [f"**{title}**", "", f"![{title}]({_rel(run, p)})", ""]
-        for g in gifs:
-            panels = "decoded dream" if "dream" in g.parent.name else "real screen | 64×64 input | V reconstruction"
-            lines += [
-                f"**Evaluation `{g.parent.name}`, {g.stem}** ({panels})",
-                "",
-                f"![{g.parent.name} {g.stem}]({_rel(run, g)})",
-                "",
-            ]
-    return "\n".join(lines).rstrip() + "\n"
+    if not (images or gifs):
+        return []
+    lines = ["", "## Images", ""]
+    for title, p in images:
+        lines += [f"**{title}**", "", f"![{title}]({_rel(run, p)})", ""]
+    for g in gifs:
+        panels = "decoded dream" if "dream" in g.parent.name else "real screen | 64×64 input | V reconstruction"
+        lines += [
+            f"**Evaluation `{g.parent.name}`, {g.stem}** ({panels})",
+            "",
+            f"![{g.parent.name} {g.stem}]({_rel(run, g)})",
+            "",
+        ]
+    return lines
 
 
 def _has(cfg: Any, key: str) -> bool:
