@@ -26,6 +26,7 @@ from wm.tui.screens.run import RunScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
 from wm.core import config as C
+from wm.core.launcher import Launcher
 from wm.core.rundir import RunDir
 from wm.tools import status
 
@@ -193,7 +194,7 @@ def test_mpi_ranks_build_the_mpirun_command(tmp_path):
     fake_mpirun = str(FIXTURES / "fake_mpirun.py")
 
     async def main():
-        app = app_for(run, mpirun=fake_mpirun)
+        app = app_for(run, launcher=Launcher("mpirun", fake_mpirun))
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("down", "down", "down", "down")
             await wait_until(pilot, lambda: screen(app).verb == "train-controller")
@@ -224,7 +225,9 @@ def test_mpi_ranks_build_the_mpirun_command(tmp_path):
             await wait_until(pilot, lambda: any(ln.startswith("mpirun argv: -n 3") for ln in log.lines))
 
     asyncio.run(main())
-    assert build_command("train-controller", "runs/x", ["tiny"], ranks=3, python=["py"], mpirun="mpirun") == [
+    assert build_command(
+        "train-controller", "runs/x", ["tiny"], ranks=3, python=["py"], launcher=Launcher(program="mpirun")
+    ) == [
         "mpirun",
         "-n",
         "3",

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import sys
+
+from wm.core.errors import WMError
+from wm.core.launcher import add_launcher_args, from_args
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("path", nargs="?", default="runs", help="a run directory, or a directory of runs (default: runs)")
     p.add_argument("--poll", type=float, default=1.0, help="seconds between reads of the run directory")
+    add_launcher_args(p)
 
 
 def main(args: argparse.Namespace | list[str] | None = None) -> int:
@@ -18,9 +23,14 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
         )
         add_args(p)
         args = p.parse_args(args)
+    try:
+        launcher = from_args(args)  # a bad --launcher or WM_LAUNCHER: one line before the UI starts
+    except WMError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     from wm.tui.app import WMApp
 
-    WMApp(args.path, poll_interval=args.poll).run()
+    WMApp(args.path, poll_interval=args.poll, launcher=launcher).run()
     return 0
 
 

@@ -15,6 +15,7 @@ from wm.tui.screens.launch import LaunchRequest
 from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
 
+from wm.core.launcher import Launcher
 from wm.core.rundir import RunDir
 
 
@@ -24,7 +25,8 @@ class WMApp(App[None]):
     Args:
         path: a run directory (opened directly) or a directory of runs (default `runs`).
         python: interpreter prefix of stage commands (default `[sys.executable]`); tests inject a fake stage.
-        mpirun: the mpirun binary for train-controller with several ranks (default: next to sys.executable).
+        launcher: what starts train-controller with several ranks (a `wm.core.launcher.Launcher`; default: the
+            mpirun next to sys.executable). `python -m tui` passes the one of --launcher or WM_LAUNCHER.
         poll_interval: seconds between reads of the run directory.
         env: environment of stage processes (default: this process's).
     """
@@ -40,14 +42,14 @@ class WMApp(App[None]):
         self,
         path: str | os.PathLike[str] | None = None,
         python: Sequence[str] | None = None,
-        mpirun: str | None = None,
+        launcher: Launcher | None = None,
         poll_interval: float = 1.0,
         env: dict[str, str] | None = None,
     ):
         super().__init__()
         self.path = Path(path) if path is not None else Path("runs")
         self.python = list(python) if python else None
-        self.mpirun = mpirun
+        self.launcher = launcher
         self.poll_interval = poll_interval
         self.env = env
         self.processes: dict[tuple[str, str], StageProcess] = {}
@@ -102,9 +104,9 @@ class WMApp(App[None]):
         return self.processes.get((str(run), verb))
 
     def command(self, run: Path, req: LaunchRequest) -> list[str]:
-        """The argv for a launch request (mpirun prefix for train-controller with ranks > 1)."""
+        """The argv for a launch request (the launcher's prefix for train-controller with ranks > 1)."""
         return build_command(
-            req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, mpirun=self.mpirun
+            req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, launcher=self.launcher
         )
 
     def launch(self, run: Path, req: LaunchRequest, output: Path) -> StageProcess:

@@ -31,8 +31,8 @@ def default_python() -> list[str]:
 
 
 def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any) -> list[str]:
-    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments, the one place that finds
-    mpirun) with this UI's interpreter as default."""
+    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments, `launcher=` a
+    `wm.core.launcher.Launcher` for ranks > 1) with this UI's interpreter as default."""
     from wm.cli import stage_command
 
     kw["python"] = kw.get("python") or default_python()
@@ -88,7 +88,7 @@ class StageProcess:
         return self.popen is not None and self.popen.poll() is None
 
     def signal(self, sig: int = signal.SIGTERM) -> bool:
-        """Send `sig` to the whole process group (mpirun and its ranks too); False if it is already gone."""
+        """Send `sig` to the whole process group (the launcher and its ranks too); False if it is already gone."""
         if not self.running:
             return False
         self.stopping = True

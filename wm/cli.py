@@ -14,13 +14,13 @@ import argparse
 import contextlib
 import importlib
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wm.core.errors import WMError
+from wm.core.launcher import Launcher
 from wm.core.registry import hooks, load_stage
 
 if TYPE_CHECKING:
@@ -64,12 +64,6 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
     )
 
 
-def mpirun_path() -> str:
-    """The `mpirun` next to this venv's python (the mpich wheel installs it there), else the one on PATH."""
-    here = Path(sys.executable).with_name("mpirun")
-    return str(here) if here.exists() else shutil.which("mpirun") or "mpirun"
-
-
 def stage_command(
     verb: str,
     run: str | os.PathLike[str],
@@ -78,23 +72,24 @@ def stage_command(
     ranks: int = 1,
     force: bool = False,
     python: Sequence[str] | None = None,
-    mpirun: str | None = None,
+    launcher: Launcher | None = None,
     progress_every: float | None = None,
 ) -> list[str]:
-    """The argv that runs `verb` on `run` (the pipeline's subprocesses and the TUI's launches).
+    """The argv that runs `verb` on `run` (the pipeline's subprocesses, the sweep's and the TUI's launches).
 
     `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force] [--progress-every S]`, prefixed with
-    `mpirun -n N` when `ranks > 1` (only train-controller runs under MPI: rank 0 is the CMA-ES master).
+    `launcher.prefix(N)` (`mpirun -n N`, `srun -n N`, a template) when `ranks > 1` (only train-controller runs under
+    MPI: rank 0 is the CMA-ES master).
 
     Args:
         python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
-        mpirun: the mpirun binary (default: `mpirun_path()`).
+        launcher: what starts the ranks (default: `Launcher()`, the venv's mpirun; `wm.core.launcher`).
         progress_every: the stage's own progress lines (the pipeline passes 0: it prints them itself).
     """
     if ranks < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
     if ranks > 1 and verb != "train-controller":
-        raise ValueError(f"only train-controller runs under mpirun, not {verb}")
+        raise ValueError(f"only train-controller runs under MPI, not {verb}")
     argv = [*(python or [sys.executable]), "-m", "wm", verb, "--run", str(run)]
     if configs:
         argv += ["--configs", *configs]
@@ -105,7 +100,7 @@ def stage_command(
     if progress_every is not None:
         argv += ["--progress-every", f"{progress_every:g}"]
     if ranks > 1:
-        argv = [mpirun or mpirun_path(), "-n", str(ranks), *argv]
+        argv = [*(launcher or Launcher()).prefix(ranks), *argv]
     return argv
 
 

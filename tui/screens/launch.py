@@ -47,7 +47,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         self.verb = verb
         self.blocks = blocks
         self.resume = resume
-        # the app's own command builder, so the form shows exactly what will run (python prefix, mpirun path)
+        # the app's own command builder, so the form shows exactly what will run (python prefix, launcher)
         self.command = command or (lambda r: build_command(r.verb, self.run, r.configs, r.sets, r.ranks, r.force))
         self.request: LaunchRequest | None = None
         self.error: str | None = None

@@ -1,9 +1,10 @@
 """`python -m wm pipeline`: collect → train-vae → encode → train-mdnrnn → train-controller → evaluate.
 
-Each stage runs as its own subprocess (`python -m wm <verb> --run …`, or under `mpirun -n N` for the
-controller), so a crash or a kill of one stage leaves the others' artifacts intact and TensorFlow memory is
-returned between stages. Stages already DONE are skipped; an interrupted one resumes (each stage resumes
-itself). While a stage runs, a progress line with elapsed time and ETA is printed from the run directory.
+Each stage runs as its own subprocess (`python -m wm <verb> --run …`; the controller with `--mpi N` under
+`mpirun -n N`, or `--launcher`'s `srun -n N` or template: `wm.core.launcher`), so a crash or a kill of one stage
+leaves the others' artifacts intact and TensorFlow memory is returned between stages. Stages already DONE are
+skipped; an interrupted one resumes (each stage resumes itself). While a stage runs, a progress line with elapsed
+time and ETA is printed from the run directory.
 
 With `iterate.rounds: N` the first pass is followed by N rounds of iterative training (`wm.rounds.iterate`): round k
 is prepared in `<run>/round<k>/` and its stages run the same way (V is linked, so its train-vae is skipped).
@@ -20,6 +21,8 @@ import time
 from wm.cli import add_run_args, resolve_config
 from wm.core.errors import WMError
 from wm.core.format import duration
+from wm.core.launcher import add_launcher_args
+from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import STAGES
 from wm.core.rundir import RunDir, round_dirs
 from wm.envs.family import family
@@ -39,8 +42,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="run train-controller under `mpirun -n N` (rank 0 = CMA-ES master, N-1 workers)",
+        help="run train-controller with N MPI ranks, under `mpirun -n N` or --launcher's (rank 0 = CMA-ES master, "
+        "N-1 workers)",
     )
+    add_launcher_args(p)
     p.add_argument("--until", default=None, choices=[s.verb for s in STAGES], help="stop after this stage")
     p.add_argument(
         "--demo", action="store_true", help="also evaluate the random and dream baselines, write the report, print the table"
@@ -77,6 +82,8 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    # parsed once, before anything touches the run dir; every ranked start (the first pass's, the rounds') uses it
+    args.mpi_launcher = launcher_from_args(args)
     run = RunDir(args.run)
     cfg = resolve_config(args)
     if int(cfg.iterate.rounds) > 0 and not args.until:

@@ -13,6 +13,7 @@ from wm.cli import stage_command
 from wm.core.config import Config
 from wm.core.errors import RunFailed, WMError
 from wm.core.format import duration
+from wm.core.launcher import Launcher
 from wm.core.progress import progress_line, stage_progress
 from wm.core.registry import STAGES
 from wm.core.rundir import RunDir
@@ -66,7 +67,8 @@ def run_stages(
     """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
     `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError.
     `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`). The stages after `last`
-    (or `--until`'s) do not run (`pass_last`)."""
+    (or `--until`'s) do not run (`pass_last`). train-controller runs under `args.mpi` ranks when above 1, started by
+    `args.mpi_launcher` (a `wm.core.launcher.Launcher`; default mpirun)."""
     for i, st in enumerate(STAGES, 1):
         tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
@@ -79,8 +81,11 @@ def run_stages(
             state = run.state(st.verb)
             word = "resuming" if state == "resumable" else "running"
             ranks = args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1
-            cmd = stage_command(st.verb, run.path, ranks=ranks, progress_every=0)  # the lines are printed here
-            print(f"{tag}: {word}: {' '.join(cmd[:4])} …", flush=True)
+            launcher = getattr(args, "mpi_launcher", None) or Launcher()  # pipeline.main parsed it from the flags
+            # the stage's progress lines are printed here (progress_every=0)
+            cmd = stage_command(st.verb, run.path, ranks=ranks, launcher=launcher, progress_every=0)
+            shown = len(launcher.prefix(ranks)) + 4 if ranks > 1 else 4  # the launcher, then `python -m wm <verb>`
+            print(f"{tag}: {word}: {' '.join(cmd[:shown])} …", flush=True)
             start = time.time()
             rc = run_stage(cmd, run, cfg, st.verb, tag, args.progress_every, tick)
             timings[f"{label.strip('[] ')}/{st.verb}" if label else st.verb] = elapsed = time.time() - start

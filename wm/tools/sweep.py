@@ -13,6 +13,8 @@ or all three steps in one resumable command (a rerun skips the finished τ runs)
 
     python -m wm sweep run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3 --mpi 3
 
+(`--launcher srun`, `--launcher-args`, a template: each τ's train-controller starts as `wm.core.launcher` says.)
+
 A row uses the controller of the `--sweep-runs` dir whose `dream.temperature` equals τ, else the run's own one.
 Results: `eval/temperature_sweep.{json,md}`.
 """
@@ -27,6 +29,8 @@ from typing import Any
 
 from wm.core.config import Config, update
 from wm.core.errors import WMError
+from wm.core.launcher import Launcher, add_launcher_args
+from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import stages_with_role
 from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
 from wm.rollouts.evaluation import pm
@@ -192,12 +196,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("run", help="prepare the τ runs, train C in each (resumable), then write the τ table")
     r.add_argument("--run", required=True)
     r.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
-    r.add_argument("--mpi", type=int, default=1, help="train-controller under `mpirun -n N` (rank 0 is the master)")
+    r.add_argument("--mpi", type=int, default=1, help="train-controller with N MPI ranks, under `mpirun -n N` or --launcher's")
+    add_launcher_args(r)
     r.add_argument("--episodes", type=int, default=None, help="episodes per row (default evaluate.episodes)")
 
 
-def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None) -> int:
-    """`sweep run`: each τ run prepared (or reused), its C trained unless DONE, then `evaluate --sweep` over them.
+def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None, launcher: Launcher | None = None) -> int:
+    """`sweep run`: each τ run prepared (or reused), its C trained unless DONE (with `mpi` ranks started by
+    `launcher`, default mpirun), then `evaluate --sweep` over them.
 
     The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
     depends on), each played by the C trained at that τ."""
@@ -213,7 +219,7 @@ def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None) -> i
         if dst.is_done("train-controller"):
             print(f"[sweep] τ {tau:g}: C already trained in {dst.path}, skipped", flush=True)
             continue
-        cmd = stage_command("train-controller", dst.path, ranks=mpi)
+        cmd = stage_command("train-controller", dst.path, ranks=mpi, launcher=launcher)
         print(f"[sweep] τ {tau:g}: {' '.join(cmd)}", flush=True)
         t0 = time.time()
         if subprocess.run(cmd).returncode != 0 or not dst.is_done("train-controller"):
@@ -228,13 +234,14 @@ def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None) -> i
 
 def main(args: argparse.Namespace) -> int:
     """`python -m wm sweep prepare|run --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3`: one run dir per τ."""
+    launcher = launcher_from_args(args) if args.cmd == "run" else None  # a bad one refused before anything is made
     src = RunDir(args.run)
     cfg = src.load_config()
     taus = args.taus or (list(cfg.evaluate.temperatures) if cfg is not None else [])
     if not taus:
         raise WMError(f"no τ to sweep: give --taus (no evaluate.temperatures in {src.config_path})")
     if args.cmd == "run":
-        return run_all(src, taus, args.mpi, args.episodes)
+        return run_all(src, taus, args.mpi, args.episodes, launcher)
     made = [prepare_tau_run(src, t) for t in taus]
     for d in made:
         print(f"python -m wm train-controller --run {d.path}")
