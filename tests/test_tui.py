@@ -493,3 +493,29 @@ def test_screen_actions_reach_the_app_as_messages(tmp_path):
             await wait_until(pilot, lambda: cells(app, "encode")[2].startswith("resumable"))
 
     asyncio.run(main())
+
+
+def test_stop_never_signals_the_pid_of_another_hosts_job(tmp_path, monkeypatch):
+    """A stage running on another node (its LOCK fresh on a shared file system): the UI says where it runs and sends
+    no signal (before: the other host's pid was signalled here, whatever process has it on this machine)."""
+    import time
+
+    from wm.core.rundir import atomic_write_json
+
+    run = make_run(tmp_path)
+    atomic_write_json(run.stage_dir("encode") / "LOCK", {"pid": os.getpid(), "host": "node17", "started": time.time()})
+    sent: list = []
+    monkeypatch.setattr("wm.tui.app.signal_group", lambda pgid: sent.append(pgid) or True)
+    notes: list = []
+
+    async def main():
+        app = app_for(run)
+        monkeypatch.setattr(app, "notify", lambda text, **kw: notes.append(text))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            rs = screen(app)
+            rs.post_message(RunScreen.Stop(rs, "encode"))
+            await wait_until(pilot, lambda: notes)
+
+    asyncio.run(main())
+    assert sent == [] and notes == [f"encode runs on node17 (pid {os.getpid()}): stop it there"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -89,7 +90,12 @@ class WMApp(App[None]):
             proc.stop()
             self.notify(f"sent SIGTERM to {verb} (process group {proc.pid})")
         else:
-            pid = RunDir(message.run).lock_owner(verb)
+            info = RunDir(message.run).lock_info(verb)
+            if info is not None and info.held and info.host != socket.gethostname():
+                # a pid of another host's job means nothing here: never signal it
+                self.notify(f"{verb} runs on {info.host} (pid {info.pid}): stop it there", severity="warning")
+                return
+            pid = info.pid if info is not None and info.held else None
             pgid = process_group(pid) if pid else None
             if pgid is not None and signal_group(pgid):
                 self.notify(f"sent SIGTERM to {verb} (process group {pgid}, not launched from this UI)")
