@@ -274,6 +274,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "export", "wm.tools.export", "write a run's trained agent (V, M, C, dream starts) as a small run dir, float16 weights"
     ),
+    Tool("doctor", "wm.tools.doctor", "check this machine for runs: versions, GPUs, MPI, envs, disk"),
     Tool("tui", "wm.tui.__main__", "the terminal UI over a run directory or a folder of runs (Textual)"),
 )
 
