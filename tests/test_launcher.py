@@ -100,8 +100,8 @@ def test_stage_command_puts_the_launcher_before_the_python_command(launcher, pre
     assert argv == [*prefix, *TAIL]
     # one rank: no launcher, whichever is given
     assert cli.stage_command("train-controller", "runs/x", python=["py"], launcher=launcher) == TAIL
-    with pytest.raises(ValueError, match="only train-controller"):
-        cli.stage_command("collect", "runs/x", ranks=3, launcher=launcher)
+    with pytest.raises(ValueError, match="train-vae does not run across MPI ranks"):
+        cli.stage_command("train-vae", "runs/x", ranks=3, launcher=launcher)
 
 
 def test_a_ranked_start_runs_the_templates_program(tmp_path):
@@ -234,7 +234,7 @@ def test_the_pipeline_starts_its_ranks_with_the_launcher(tmp_path, monkeypatch):
 
 
 def test_every_rounds_ranked_start_uses_the_launcher(tmp_path, monkeypatch):
-    """The first pass's train-controller and each round's (round control goes through runner.run_stages) get the
+    """The ranked stages of the first pass and of each round (round control goes through runner.run_stages) get the
     launcher pipeline.main parsed once; the other stages none."""
     from wm.rounds import control, runner
 
@@ -258,10 +258,14 @@ def test_every_rounds_ranked_start_uses_the_launcher(tmp_path, monkeypatch):
     run = tmp_path / "r"
     argv = ["pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--mpi", "4", "--set", "iterate.rounds=2"]
     assert cli.main(argv) == 0
-    ranked = [(where, cmd[:5]) for where, cmd in started if "train-controller" in cmd]
-    assert ranked == [(name, ["mpiexec", "-f", "hosts", "-n", "4"]) for name in ("r", "round1", "round2")]
-    others = [cmd for _, cmd in started if "train-controller" not in cmd]
-    assert others and all(cmd[0] == sys.executable for cmd in others)
+    # the stages that run across ranks (collect, train-controller, evaluate: the registry's `ranks`), in every pass
+    ranked = [(where, cmd[cmd.index("wm") + 1]) for where, cmd in started if cmd[:5] == ["mpiexec", "-f", "hosts", "-n", "4"]]
+    each = ("collect", "train-controller", "evaluate")
+    assert ranked == [(name, verb) for name in ("r", "round1", "round2") for verb in each if (name, verb) in ranked]
+    assert [v for n, v in ranked if n == "r"] == list(each)
+    assert ("round1", "train-controller") in ranked and ("round2", "train-controller") in ranked
+    others = [cmd for _, cmd in started if cmd[0] != "mpiexec"]
+    assert others and all(cmd[0] == sys.executable and cmd[3] in ("train-vae", "encode", "train-mdnrnn") for cmd in others)
 
 
 def test_the_guides_launcher_examples_parse_with_the_cli_parser():

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from wm.core.rundir import RunDir, read_jsonl
@@ -234,3 +235,35 @@ def test_a_refused_start_releases_the_workers(tmp_path, repo_root):
     )
     assert p.returncode == 2 and "run train-mdnrnn first" in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     assert time.monotonic() - t0 < 100
+
+
+def _run_wm(args: list[str], repo_root: Path, ranks: int = 1) -> subprocess.CompletedProcess:
+    prefix = [MPIRUN, "-n", str(ranks)] if ranks > 1 else []
+    p = subprocess.run(
+        [*prefix, sys.executable, "-m", "wm", *args], cwd=repo_root, capture_output=True, text=True, timeout=600
+    )
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    return p
+
+
+@pytest.mark.env
+def test_collect_and_evaluate_over_three_ranks_equal_the_serial_runs(tmp_path, repo_root):
+    """collect and evaluate spread over MPI ranks (rank 0 dispatches, ranks 1-2 play): the same episode files and the
+    same scores as one process with its worker processes (before: both ran on one machine's processes only)."""
+    from wm.data.episodes import list_episodes, read_episode
+
+    sets = ["--set", "collect.episodes=6", "env.max_steps=120", "collect.workers=2"]
+    runs = {n: tmp_path / f"r{n}" for n in (1, 3)}
+    for n, run in runs.items():
+        _run_wm(["collect", "--configs", "doom_takecover", "tiny", "--run", str(run), *sets], repo_root, ranks=n)
+        _run_wm(["evaluate", "--run", str(run), "--random", "--episodes", "5", "--gifs", "0"], repo_root, ranks=n)
+    serial, ranked = (list_episodes(runs[n] / "episodes") for n in (1, 3))
+    assert [p.name for p in serial] == [p.name for p in ranked] == [f"ep_{i:06d}.npz" for i in range(6)]
+    for a, b in zip(serial, ranked, strict=True):
+        x, y = read_episode(a), read_episode(b)
+        assert all(np.array_equal(x[k], y[k]) for k in x), a.name
+    scores = [json.loads((runs[n] / "eval" / "random" / "episodes.jsonl").read_text().splitlines()[0]) for n in (1, 3)]
+    assert scores[0] == scores[1]
+    summaries = [json.loads((runs[n] / "eval" / "random" / "summary.json").read_text()) for n in (1, 3)]
+    assert [s["mean"] for s in summaries] == [summaries[0]["mean"]] * 2 and summaries[0]["seeds"] == summaries[1]["seeds"]
+    assert RunDir(runs[3]).done_info("collect")["collect/workers"] == 2  # the two playing ranks

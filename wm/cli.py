@@ -78,8 +78,8 @@ def stage_command(
     """The argv that runs `verb` on `run` (the pipeline's subprocesses, the sweep's and the TUI's launches).
 
     `python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force] [--progress-every S]`, prefixed with
-    `launcher.prefix(N)` (`mpirun -n N`, `srun -n N`, a template) when `ranks > 1` (only train-controller runs under
-    MPI: rank 0 is the CMA-ES master).
+    `launcher.prefix(N)` (`mpirun -n N`, `srun -n N`, a template) when `ranks > 1` (the stages whose registry record
+    says `ranks`: rank 0 dispatches, e.g. the CMA-ES master, the others play).
 
     Args:
         python: interpreter prefix (default `[sys.executable]`); tests pass a fake stage script here.
@@ -88,8 +88,10 @@ def stage_command(
     """
     if ranks < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
-    if ranks > 1 and verb != "train-controller":
-        raise ValueError(f"only train-controller runs under MPI, not {verb}")
+    from wm.core.registry import VERBS
+
+    if ranks > 1 and not any(v.verb == verb and getattr(v, "ranks", False) for v in VERBS):
+        raise ValueError(f"{verb} does not run across MPI ranks")
     argv = [*(python or [sys.executable]), "-m", "wm", verb, "--run", str(run)]
     if configs:
         argv += ["--configs", *configs]
@@ -169,22 +171,25 @@ def run_stage(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     verb = args.verb
 
+    # a finished stage does nothing on any rank; a side run (`evaluate --random`) plays whatever DONE says
+    side = hooks(mod).side_run is not None and hooks(mod).side_run(args)
+    skips = run.is_done(verb) and not _redo(mod, args) and not side
     if launched_rank() > 0:
-        # MPI worker ranks only evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
-        if run.is_done(verb) and not _redo(mod, args):
+        # MPI worker ranks only play or evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
+        if skips:
             return 0
         mod.run(resolve_config(args), run, args)
         return 0
-    if launched_size() > 1 and not (run.is_done(verb) and not _redo(mod, args)):
-        # The workers are already waiting for the master: whatever stops rank 0 early must release them,
-        # or the job hangs in MPI start-up (a refused config, a held LOCK, a missing upstream artifact).
+    if launched_size() > 1 and not skips:
+        # The workers are already waiting for the master: whatever ends rank 0 must release them, or the job hangs
+        # (a refused config, a held LOCK, a missing upstream artifact, or a stage that needed no pool, e.g. a
+        # dream evaluation that batches every episode on rank 0). Once a pool has stopped them this is a no-op.
         try:
             return _refusal_writes_nothing(mod, run, verb, args)
-        except BaseException:
+        finally:
             from wm.mpi import release_workers
 
             release_workers()
-            raise
     return _refusal_writes_nothing(mod, run, verb, args)
 
 

@@ -1,4 +1,4 @@
-"""What starts a stage with several MPI ranks (only train-controller runs so): the `Launcher`.
+"""What starts a stage with several MPI ranks (collect, train-controller, evaluate: the registry's `ranks`): the `Launcher`.
 
 Three kinds, each a command prefix that the stage's python command follows (`wm.cli.stage_command`):
 

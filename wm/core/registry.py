@@ -61,6 +61,7 @@ class Stage:
     plots: tuple[Plot, ...] = ()
     watch: tuple[str, ...] = ()  # the TUI's live plot of the stage
     rate: str | None = None  # throughput metric, the TUI's sparkline
+    ranks: bool = False  # runs across MPI ranks under a launcher (rank 0 dispatches, the others play)
     kind: str = field(default="stage", init=False)
 
 
@@ -145,6 +146,7 @@ STAGES: tuple[Stage, ...] = (
         "episodes",
         "wm.stages.collect",
         "roll out the data policy, write episodes/*.npz",
+        ranks=True,
         sections=("collect",),
         role="data",
         tf=False,
@@ -221,6 +223,7 @@ STAGES: tuple[Stage, ...] = (
         "controller",
         "wm.stages.train_controller",
         "train C with CMA-ES (run under mpirun for workers)",
+        ranks=True,
         sections=("controller", "dream", "es"),
         role="controller",
         tf=True,
@@ -254,6 +257,7 @@ STAGES: tuple[Stage, ...] = (
         key_figures=("eval/episodes", "eval/mean", "eval/std"),
         figures=_eval_figures,
         progress=_eval_progress,
+        ranks=True,
         watch=("eval/mean",),
     ),
 )

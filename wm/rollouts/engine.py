@@ -311,14 +311,21 @@ def evaluate_seeds(
     progress: Any = None,
     log: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): in this process (`workers <= 1`,
-    all TF threads: the dream batches every episode in one graph) or over `workers` spawned processes."""
+    """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): over the MPI ranks when launched
+    under mpirun/srun (rank 0 dispatches; real-env kinds only: the dream batches every episode in one graph on rank
+    0, whose CLI then releases the ranks), in this process (`workers <= 1`, all TF threads), or over `workers` spawned
+    processes. Every episode depends only on its seed, so each way gives the same returns."""
     from dataclasses import replace
 
     from wm.core.procpool import ProcessPool
+    from wm.mpi import launched_size, make_pool
     from wm.mpi.pool import SerialPool
 
     workers = max(1, min(int(workers), len(seeds)))
+    if launched_size() > 1 and spec.kind not in ("dream", "random-dream"):
+        timeout = float(spec.config().es.task_timeout)  # a task slower than this goes to another rank too
+        with make_pool(init_worker, (spec,), timeout=timeout, retries=0, log=log) as pool:
+            return run_seeds(pool, params, seeds, n_params, progress)
     if workers == 1:
         pool: Any = SerialPool(init_worker, (replace(spec, threads=None),), retries=0, log=log)
     else:

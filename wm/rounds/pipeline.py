@@ -42,8 +42,8 @@ def add_args(p: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="run train-controller with N MPI ranks, under `mpirun -n N` or --launcher's (rank 0 = CMA-ES master, "
-        "N-1 workers)",
+        help="run collect, train-controller and evaluate with N MPI ranks, under `mpirun -n N` or --launcher's "
+        "(rank 0 dispatches: the CMA-ES master; N-1 ranks play)",
     )
     add_launcher_args(p)
     p.add_argument("--until", default=None, choices=[s.verb for s in STAGES], help="stop after this stage")

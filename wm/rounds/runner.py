@@ -67,8 +67,9 @@ def run_stages(
     """Every stage of one run directory in order: DONE ones skipped, others run (or resumed) as subprocesses.
     `before[verb]()` runs just before `verb` does (not when it is skipped); it stops the run by raising WMError.
     `tick()` runs with every progress line and after every stage that ran (`RunClock.tick`). The stages after `last`
-    (or `--until`'s) do not run (`pass_last`). train-controller runs under `args.mpi` ranks when above 1, started by
-    `args.mpi_launcher` (a `wm.core.launcher.Launcher`; default mpirun)."""
+    (or `--until`'s) do not run (`pass_last`). The stages that run across ranks (the registry's `ranks`: collect,
+    train-controller, evaluate) run under `args.mpi` ranks when above 1, started by `args.mpi_launcher` (a
+    `wm.core.launcher.Launcher`; default mpirun)."""
     for i, st in enumerate(STAGES, 1):
         tag = f"{label}[{i}/{len(STAGES)}] {st.verb}"
         if run.is_done(st.verb) and not args.force:
@@ -80,7 +81,7 @@ def run_stages(
                 run.clear_done(st.verb)
             state = run.state(st.verb)
             word = "resuming" if state == "resumable" else "running"
-            ranks = args.mpi if st.verb == "train-controller" and args.mpi > 1 else 1
+            ranks = args.mpi if st.ranks and args.mpi > 1 else 1
             launcher = getattr(args, "mpi_launcher", None) or Launcher()  # pipeline.main parsed it from the flags
             # the stage's progress lines are printed here (progress_every=0)
             cmd = stage_command(st.verb, run.path, ranks=ranks, launcher=launcher, progress_every=0)

@@ -95,8 +95,9 @@ class _Writer:
     stage (`spawn_map(strict_close=True)`): the stage fails with that one line.
     """
 
-    def __init__(self) -> None:
-        self.pool = ThreadPoolExecutor(max_workers=1)
+    def __init__(self, background: bool = True) -> None:
+        # on an MPI rank (one core each) the write is the task's own: its error is the task's, no thread overlaps it
+        self.pool = ThreadPoolExecutor(max_workers=1) if background else None
         self.pending: Future | None = None
 
     def _wait(self) -> None:
@@ -106,26 +107,30 @@ class _Writer:
 
     def put(self, path: Path, ep: dict[str, np.ndarray]) -> None:
         self._wait()
+        if self.pool is None:
+            write_episode(path, **ep)
+            return
         self.pending = self.pool.submit(write_episode, path, **ep)
 
     def close(self) -> None:
         try:
             self._wait()
         finally:
-            self.pool.shutdown()
+            if self.pool is not None:
+                self.pool.shutdown()
 
 
 class CollectWorker:
     """A collect worker's context (the pool hands it to every task): its env, its writer, and the agent's models
     when the data policy is `agent` (loaded once per worker, not once per episode)."""
 
-    def __init__(self, cfg_dict: dict[str, Any], folder: str):
+    def __init__(self, cfg_dict: dict[str, Any], folder: str, background: bool = True):
         from wm.envs import action_dim, make_env
 
         self.cfg, self.folder = Config(cfg_dict), Path(folder)
         self.adim = action_dim(self.cfg)
         self.env = make_env(self.cfg)
-        self.writer = _Writer()
+        self.writer = _Writer(background)
         self.agent = agent_models(self.cfg, self.folder.parent)
 
     def close(self) -> None:
@@ -174,6 +179,33 @@ def collect_slot(
     )
 
 
+def _rank_worker(cfg_dict: dict[str, Any], folder: str) -> CollectWorker:
+    """An MPI rank's collect context: its writes are synchronous (`_Writer(background=False)`)."""
+    return CollectWorker(cfg_dict, folder, background=False)
+
+
+def _episodes(cfg: Config, folder: Path, todo: list[int], workers: int, log: Any, on_result: Any) -> None:
+    """Collect the `todo` slots, calling `on_result(result)` as each episode is written: over the MPI ranks when
+    launched under mpirun/srun (rank 0 dispatches, the others play: the pool's retries and timeouts), else over
+    `workers` spawned processes. An episode depends only on its slot, so both give the same files."""
+    from wm.mpi import TaskFailed, launched_size, make_pool
+
+    args = (cfg.to_dict(), str(folder))
+    if launched_size() > 1:
+        timeout = float(cfg.es.task_timeout)  # a rank slower than this on one episode: another rank plays it too
+        with make_pool(_rank_worker, args, timeout=timeout, retries=int(cfg.es.task_retries), log=log) as pool:
+            results = pool.map(_work, todo, on_result=lambda i, r: isinstance(r, TaskFailed) or on_result(r))
+        lost = [r for r in results if isinstance(r, TaskFailed)]
+        if lost:
+            raise RunFailed(
+                f"collect: {len(lost)} episodes failed on their ranks (first: {lost[0].error}); the episodes on disk are "
+                "kept: rerun the same command to resume"
+            )
+        return
+    for res in spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker, args, strict_close=True):
+        on_result(res)
+
+
 def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
     t0 = time.perf_counter()
     ep, attempts, steps = collect_slot(w.cfg, w.env, w.adim, slot, w.folder.parent, w.agent)
@@ -209,9 +241,17 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dict[str, float]:
-    """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures."""
+    """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures. Under an MPI
+    launcher rank 0 runs this and the other ranks play its episodes (`_episodes`)."""
     from wm.core.metrics import make_logger
     from wm.envs import action_dim
+    from wm.mpi import launched_rank, launched_size
+
+    if launched_rank() > 0:
+        from wm.mpi.worker import main as serve
+
+        serve()
+        return {}
 
     action_dim(cfg)  # collect.policy's choices and the other ranges are config.RULES'
     if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
@@ -220,7 +260,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         from wm.rollouts.agent import agent_source, check_agent_run
 
         check_agent_run(agent_source(cfg, run.path))
-    workers = int(getattr(args, "workers", None) or cfg.collect.workers)
+    workers = launched_size() - 1 if launched_size() > 1 else int(getattr(args, "workers", None) or cfg.collect.workers)
     if workers < 1:
         raise WMError(f"collect.workers must be >= 1, got {workers}")
     folder = run.episodes_dir
@@ -241,27 +281,22 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
             cfg.collect.policy,
             cfg.env.preprocess,
         )
-        steps = rejected = 0
+        tally = {"frames": frames, "steps": 0, "rejected": 0}
         t0 = time.perf_counter()
+
+        def written(res: tuple[int, int, int, int, float]) -> None:
+            slot, n, attempts, spent, _ = res
+            good[slot] = n
+            tally["frames"] += n
+            tally["steps"] += spent
+            tally["rejected"] += attempts - 1
+            sps = tally["steps"] / max(time.perf_counter() - t0, 1e-9)
+            figures = {"collect/episodes": len(good), "collect/frames": tally["frames"], "collect/steps_per_s": sps}
+            log.scalars(len(good), {**figures, "collect/rejected": tally["rejected"]}, console=5.0)
+
         if todo:
-            args_ = (cfg.to_dict(), str(folder))
-            results = spawn_map(_work, todo, min(workers, len(todo)), "collect", CollectWorker, args_, strict_close=True)
-            for slot, n, attempts, spent, _ in results:
-                good[slot] = n
-                frames += n
-                steps += spent
-                rejected += attempts - 1
-                sps = steps / max(time.perf_counter() - t0, 1e-9)
-                log.scalars(
-                    len(good),
-                    {
-                        "collect/episodes": len(good),
-                        "collect/frames": frames,
-                        "collect/steps_per_s": sps,
-                        "collect/rejected": rejected,
-                    },
-                    console=5.0,
-                )
+            _episodes(cfg, folder, todo, workers, log, written)
+        steps, rejected = tally["steps"], tally["rejected"]
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target, spec=episode_spec(cfg))
         if todo:

@@ -55,6 +55,10 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
 
 
+# its `[eval] 37/100 episodes … (12s, ETA 20s)` line is the progress line: the CLI adds none of its own
+OWN_PROGRESS = True
+
+
 def side_run(args: argparse.Namespace) -> bool:
     """Everything but the default real evaluation is a side run: it neither checks nor writes eval/DONE."""
     return bool(
@@ -117,7 +121,10 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     from wm.mpi import launched_rank
     from wm.rollouts.evaluation import Progress, format_summary, play, write_results
 
-    if launched_rank() > 0:  # under mpirun only rank 0 evaluates (its workers are processes, not ranks)
+    if launched_rank() > 0:  # under mpirun the other ranks play rank 0's tasks (`engine.evaluate_seeds`)
+        from wm.mpi.worker import main as serve
+
+        serve()
         return
     from wm.core import tf_setup
 
