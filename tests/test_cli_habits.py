@@ -169,3 +169,13 @@ def test_the_evaluation_line_carries_an_eta(capsys):
     p.start -= 10.0  # ten seconds in
     p.update([100.0])
     assert re.search(r"\[eval\] real: 1/4 episodes  mean 100\.0  \(10s, ETA 0m30s\)", capsys.readouterr().out)
+
+
+def test_workers_zero_means_every_core_this_process_may_use(monkeypatch):
+    from wm.core import procpool
+
+    monkeypatch.setattr(procpool.os, "sched_getaffinity", lambda pid: {0, 1, 2, 5}, raising=False)
+    assert procpool.worker_count(0) == 4 and procpool.worker_count(3) == 3
+    # the paper presets take what the machine or the job has (before: 64 worker processes on any machine)
+    assert C.load(["doom_takecover"]).collect.workers == 0 == C.load(["carracing"]).collect.workers
+    assert C.load(["doom_takecover", "small"]).collect.workers == 2

@@ -178,7 +178,7 @@ RULES: dict[str, tuple[str, ...] | str] = {
     "env.renderer": ("official", "fast"),
     "data.max_bad_share": "[0, 1]",
     "collect.episodes": ">= 1",
-    "collect.workers": ">= 1",
+    "collect.workers": ">= 0",  # 0: every core (wm.core.procpool.cores)
     "collect.policy": ("hold", "random_agent", "brownian", "agent"),
     "collect.hold_min": ">= 1",
     "collect.hold_max": ">= 1",
@@ -272,7 +272,7 @@ RULES: dict[str, tuple[str, ...] | str] = {
     "iterate.dream_gate_ratio": "[0, 1]",
     "evaluate.episodes": ">= 1",
     "evaluate.seed": ">= 0",
-    "evaluate.workers": ">= 1",
+    "evaluate.workers": ">= 0",
     "evaluate.gif_episodes": ">= 0",
     "evaluate.gif_stride": ">= 1",
     "evaluate.temperatures": "> 0",

@@ -30,6 +30,20 @@ from wm.core.errors import RunFailed
 STOP_GRACE_S = 10.0  # after SIGTERM, how long a worker may take to run its cleanups before it is killed
 
 
+def cores() -> int:
+    """The cores this process may run on: its CPU affinity (what a Slurm job's cgroup or `taskset` gives it), not
+    the machine's count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS has no affinity call
+        return max(1, os.cpu_count() or 1)
+
+
+def worker_count(setting: int) -> int:
+    """`collect.workers` / `evaluate.workers`: the number given, or with 0 every core (`cores`)."""
+    return int(setting) if int(setting) > 0 else cores()
+
+
 class _Slot:
     """A worker process's own context: set by the initializer, handed to every task, closed once at exit.
 

@@ -237,7 +237,9 @@ def existing(folder: Path, target: int, log=None, spec: dict | None = None) -> t
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=int, default=None, help="override collect.workers for this invocation only")
+    p.add_argument(
+        "--workers", type=int, default=None, help="override collect.workers for this invocation only (0: every core)"
+    )
 
 
 def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dict[str, float]:
@@ -260,9 +262,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         from wm.rollouts.agent import agent_source, check_agent_run
 
         check_agent_run(agent_source(cfg, run.path))
-    workers = launched_size() - 1 if launched_size() > 1 else int(getattr(args, "workers", None) or cfg.collect.workers)
-    if workers < 1:
-        raise WMError(f"collect.workers must be >= 1, got {workers}")
+    from wm.core.procpool import worker_count
+
+    flag = getattr(args, "workers", None)
+    if flag is not None and flag < 0:
+        raise WMError(f"--workers must be >= 0 (0: every core), got {flag}")
+    workers = launched_size() - 1 if launched_size() > 1 else worker_count(cfg.collect.workers if flag is None else flag)
     folder = run.episodes_dir
     folder.mkdir(parents=True, exist_ok=True)
     for tmp in folder.glob(".tmp-ep_*"):  # torn writes of a killed run (never visible as episodes)

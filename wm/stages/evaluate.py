@@ -111,7 +111,9 @@ def _plan(cfg: Config, run: RunDir, args: argparse.Namespace) -> _Plan:
     default = not side_run(args)
     prefix = "eval" if default else f"eval/{tag}"
     # the dream runs every episode in one batched graph (wm/rollouts/dream.py): one process, no TF start-up per worker
-    workers = 1 if dream else int(cfg.evaluate.workers)
+    from wm.core.procpool import worker_count
+
+    workers = 1 if dream else worker_count(cfg.evaluate.workers)
     return _Plan(kind, tag, seeds, temperature, cfg_t, params, extra, default, prefix, workers)
 
 

@@ -69,6 +69,7 @@ def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], swee
 def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files."""
     from wm.core.metrics import make_logger
+    from wm.core.procpool import worker_count
     from wm.rollouts.evaluation import Progress, play, seed_list, summarize
     from wm.rollouts.world import load_world
 
@@ -94,7 +95,7 @@ def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[s
             if str(pfile) not in real_cache:
                 prog = Progress(len(seeds), f"τ {tau:g} real")
                 rets, lens = play(
-                    scfg, src, "real", params, seeds, workers=cfg.evaluate.workers, progress=prog.update, log=log
+                    scfg, src, "real", params, seeds, workers=worker_count(cfg.evaluate.workers), progress=prog.update, log=log
                 )
                 real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
