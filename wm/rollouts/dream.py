@@ -161,18 +161,19 @@ class _Core:
     def step(self, params, seeds, t, z, c, h, action=None, masks=None):
         """One dream step for a batch: returns (z', c', h', done, action, reward). `action` overrides C when given;
         `masks` are the episodes' dropout masks (`masks`; ignored without dropout). The reward is M's reward head, or
-        1 per step without one (§5); done includes the step cap (`max_steps`, a truncation)."""
+        1 per step without one (§5); done includes the step cap (`max_steps`, a truncation). `t`: one step for the
+        batch, or one per episode (N,) (`wm.rollouts.gym_dream`'s vector env)."""
         if action is None:
             action = self.c.act_tf(params, z, c, h)
         n = tf.shape(z)[0]
-        restart = tf.fill([n], tf.cast(tf.equal(t, 0), tf.float32))  # restart = 1 on a game's first step (§5)
+        restart = tf.broadcast_to(tf.cast(tf.equal(t, 0), tf.float32), [n])  # restart = 1 on a game's first step (§5)
         masks = masks if self.m.dropout > 0 else None
         out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None, masks)
         zd = self.m.z_dim
         z = mixture.sample_mixture(
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
         )
-        done = tf.fill([n], tf.cast(t, tf.int64) + 1 >= self.max_steps)
+        done = tf.broadcast_to(tf.cast(t, tf.int64) + 1 >= self.max_steps, [n])
         if out.done_logit is not None and self.done_sampling == "bernoulli":
             # death drawn with M's probability: a hazard V cannot see (a fireball from off-screen) still kills
             p = tf.sigmoid(out.done_logit - self.done_shift)
