@@ -74,7 +74,7 @@ def collect_speed(cfg, workers: int) -> tuple[float, float]:
         run = RunDir(d)
         run.bind_config(cfg)
         t0 = time.perf_counter()
-        info = collect.run(cfg, run, argparse.Namespace(workers=workers))
+        info = collect.run(cfg, run, collect.Options(workers=workers))
         wall = time.perf_counter() - t0
         recs = [r for r in read_jsonl(run.metrics_path("collect")) if "collect/rejected" in r]
         first, last = recs[0], recs[-1]

@@ -31,7 +31,7 @@ def _cfg(*extra: str):
 def _collect(path: Path, cfg, workers: int | None = None) -> RunDir:
     run = RunDir(path)
     run.bind_config(cfg, "collect")
-    collect.run(cfg, run, argparse.Namespace(workers=workers))
+    collect.run(cfg, run, collect.Options(workers=workers))
     return run
 
 
@@ -150,7 +150,7 @@ def test_corrupt_files_reported_and_regenerated(tmp_path, capsys):
     s = data_check.summarise(run, full=True)
     assert s["episodes"] == 2 and {b["file"] for b in s["bad_files"]} == {"ep_000001.npz", "ep_000007.npz"}
 
-    collect.run(cfg, run, argparse.Namespace(workers=1))  # rerun: the in-range bad file is rewritten
+    collect.run(cfg, run, collect.Options(workers=1))  # rerun: the in-range bad file is rewritten
     log = (run.path / "logs" / "collect.log").read_text()
     assert "ep_000001.npz" in log and "ep_000007.npz" in log
     again = read_episode(folder / "ep_000001.npz")

@@ -137,7 +137,7 @@ def test_unknown_device_is_refused():
 
 
 _DECIDE_SCRIPT = """
-import argparse, json, sys
+import json, sys
 sys.path.insert(0, {root!r})
 from wm.core import config as C, tf_setup
 from wm.core.rundir import RunDir
@@ -149,7 +149,7 @@ def spy(*a, **kw):
 tf_setup.decide = spy
 cfg = C.load(["doom_takecover", "tiny"], {sets!r})
 try:
-    TC.run(cfg, RunDir({run!r}), argparse.Namespace(force=True, stop_after=0))
+    TC.run(cfg, RunDir({run!r}), TC.Options(force=True))
 except Exception as e:
     print(json.dumps({{"error": str(e)}}))
     sys.exit(0)

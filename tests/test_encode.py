@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import numpy as np
@@ -32,7 +31,7 @@ def _with_vae(tmp_path, episodes=3, **kw):
 def _encode(cfg, run):
     from wm.stages import encode
 
-    encode.run(cfg, run, argparse.Namespace())
+    encode.run(cfg, run, encode.Options())
 
 
 def test_encode_shapes_dtypes_initial_z_and_bad_file(tmp_path):

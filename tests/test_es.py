@@ -3,8 +3,6 @@ run serially with the toy fitness (resume equivalence, retries of a failing task
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 
@@ -88,7 +86,7 @@ def stage(cfg: C.Config, path, **kw: object) -> RunDir:
 
     run = RunDir(path)
     cfg = run.bind_config(cfg, "train-controller")
-    train_controller.run(cfg, run, argparse.Namespace(**{"force": False, "stop_after": 0, **kw}))
+    train_controller.run(cfg, run, train_controller.Options(**kw))
     return run
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
@@ -29,21 +28,6 @@ SETS = [
     "es.real_envs_per_worker=2",
     "evaluate.temperatures=[0.5, 1.15]",
 ]
-
-
-def _args(**kw) -> argparse.Namespace:
-    base = dict(
-        params=None,
-        dream=False,
-        random=False,
-        sweep=False,
-        sweep_runs=[],
-        episodes=None,
-        temperature=None,
-        tag=None,
-        start=None,
-    )
-    return argparse.Namespace(**{**base, **kw})
 
 
 def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
@@ -94,21 +78,21 @@ def test_seed_list_summary_and_formatting():
     assert (s["episodes"], s["min"], s["median"], s["max"]) == (4, 141.0, 665.5, 2100.0)
     assert EV.format_summary(s).startswith(f"{r.mean():.1f} ± ")
     assert kind_of(True, True) == "random-dream" and kind_of(False, False) == "real" and kind_of(False, True) == "random"
-    assert not E.side_run(_args()) and E.side_run(_args(random=True)) and E.side_run(_args(tag="x"))
+    assert not E.side_run(E.Options()) and E.side_run(E.Options(random=True)) and E.side_run(E.Options(tag="x"))
 
 
 def test_missing_controller_is_a_clear_error(tmp_path):
     cfg, run = _tiny_run(tmp_path, with_models=False)
     with pytest.raises(WMError, match=r"controller/best\.npz not found"):
-        E.run(cfg, run, _args())
+        E.run(cfg, run, E.Options())
     with pytest.raises(WMError, match=r"nope\.npz not found"):
-        E.run(cfg, run, _args(params=str(tmp_path / "nope.npz")))
+        E.run(cfg, run, E.Options(params=str(tmp_path / "nope.npz")))
     assert not run.is_done("evaluate")
 
 
 def test_dream_evaluation_and_gif(tmp_path):
     cfg, run = _tiny_run(tmp_path)
-    E.run(cfg, run, _args(dream=True, temperature=1.15))
+    E.run(cfg, run, E.Options(dream=True, temperature=1.15))
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
@@ -169,7 +153,7 @@ def test_random_baseline_needs_no_model(tmp_path, repo_root):
 @pytest.mark.env
 def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     cfg, run = _tiny_run(tmp_path)
-    E.run(cfg, run, _args())
+    E.run(cfg, run, E.Options())
     s = json.loads((run.path / "eval/summary.json").read_text())
     assert s == json.loads((run.path / "eval/real/summary.json").read_text())
     for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean", "seeds", "config_hash", "params_file", "mode"):
@@ -193,7 +177,7 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
 @pytest.mark.env
 def test_sweep_has_one_row_per_temperature(tmp_path):
     cfg, run = _tiny_run(tmp_path)
-    E.run(cfg, run, _args(sweep=True, episodes=2))
+    E.run(cfg, run, E.Options(sweep=True, episodes=2))
     data = json.loads((run.path / "eval/temperature_sweep.json").read_text())
     assert [r["temperature"] for r in data["rows"]] == [0.5, 1.15] and data["seeds"] == [500, 501]
     assert data["rows"][0]["real"] == data["rows"][1]["real"]  # one controller: its real score is τ-free

@@ -221,7 +221,7 @@ def test_encode_validates_before_writing_and_counts(tmp_path):
 
     cfg, run = _with_vae(tmp_path / "a", episodes=10, t=12)
     _rewrite(run.stage_dir("collect") / episode_name(4), obs=np.zeros((12, 32, 32, 3), np.uint8))
-    encode.run(cfg, run, argparse.Namespace())  # before the fix: a TF traceback after writing series 0..3
+    encode.run(cfg, run, encode.Options())  # before the fix: a TF traceback after writing series 0..3
     series = run.stage_dir("encode")
     assert [p.name for p in list_episodes(series)] == [episode_name(i) for i in range(10) if i != 4]
     info = json.loads((series / "DONE").read_text())
@@ -231,7 +231,7 @@ def test_encode_validates_before_writing_and_counts(tmp_path):
     cfg, run = _with_vae(tmp_path / "b", episodes=4, t=12)
     _rewrite(run.stage_dir("collect") / episode_name(2), obs=np.zeros((12, 32, 32, 3), np.uint8))
     with pytest.raises(WMError, match=r"1 of 4 episode files .* are bad, more than data\.max_bad_share=0\.1"):
-        encode.run(cfg, run, argparse.Namespace())
+        encode.run(cfg, run, encode.Options())
     assert not list(run.stage_dir("encode").glob("*"))
 
 
@@ -489,6 +489,8 @@ def test_collect_failure_of_a_workers_last_write_names_its_cause(tmp_path, capfd
 
 
 def test_stage_start_removes_its_own_temporaries(tmp_path):
+    from wm.stages import train_mdnrnn
+
     run = RunDir(tmp_path / "r")
     run.bind_config(C.load([]), None)
     mine = run.stage_dir("train-mdnrnn")
@@ -501,7 +503,7 @@ def test_stage_start_removes_its_own_temporaries(tmp_path):
     seen = []
     mod = types.SimpleNamespace(run=lambda cfg, r, a: seen.append(sorted(p.name for p in mine.iterdir())))
     args = argparse.Namespace(verb="train-mdnrnn", configs=[], run=str(run.path), set=[], force=False)
-    assert cli._run_stage_here(mod, run, "train-mdnrnn", args) == 0
+    assert cli._run_stage_here(mod, run, "train-mdnrnn", args, train_mdnrnn.Options()) == 0
     assert seen == [["LOCK"]]  # gone before the stage ran (the LOCK is ours)
     assert (other / ".tmp-vae.weights-a1.h5").exists()
 

@@ -3,6 +3,7 @@ relative link of the README and docs resolving, every quick-start command accept
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import types
@@ -23,21 +24,28 @@ def test_every_registered_stage_implements_the_contract():
         assert isinstance(mod, registry.StageModule), s.verb
 
 
+@dataclasses.dataclass(frozen=True)
+class _Options:
+    force: bool = False
+
+
 @pytest.mark.parametrize(
     "body, problem",
     [
         ("x = 1", "has no run"),
         ("def run(cfg):\n    pass", "takes 1 parameters"),
-        ("def run(cfg, run, args):\n    pass\nside_run = True", "side_run is not a function"),
+        ("def run(cfg, run, opts):\n    pass\nside_run = True", "side_run is not a function"),
     ],
 )
 def test_the_registry_refuses_a_stage_that_breaks_the_contract(body, problem):
     mod = types.ModuleType("wm.stages.broken")
     exec(body, mod.__dict__)
+    mod.Options = _Options
     with pytest.raises(TypeError, match=problem):
         registry.check_stage_module(mod, "broken")
     ok = types.ModuleType("wm.stages.fine")
-    exec("def run(cfg, run, args):\n    pass", ok.__dict__)
+    exec("def run(cfg, run, opts):\n    pass", ok.__dict__)
+    ok.Options = _Options
     assert registry.check_stage_module(ok, "fine") is ok and registry.hooks(ok) == registry.StageHooks()
 
 

@@ -3,7 +3,6 @@ learning sanity, the train-mdnrnn stage (resume equivalence, refusals)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import numpy as np
@@ -392,7 +391,7 @@ def test_stage_refuses_without_series(tmp_path):
 
     cfg, run = _stage_run(tmp_path, "streams")
     with pytest.raises(WMError, match="encode"):
-        train_mdnrnn.run(cfg, run, argparse.Namespace())
+        train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
 
 
 def test_a_done_horizon_below_one_is_refused_by_the_config(tmp_path):
@@ -415,7 +414,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
 
     cfg, run = _stage_run(tmp_path / "a", batching, **over)
     run.mark_done("encode", {})
-    train_mdnrnn.run(cfg, run, argparse.Namespace())
+    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
     full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     assert run.is_done("train-mdnrnn") and (run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").exists()
     # streams: (50 − 1) // (2·6) = 4 chunks per epoch
@@ -432,9 +431,9 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
 
     monkeypatch.setattr(wm.models.training, "check_finite", dies_at_3)
     with pytest.raises(WMError, match="killed"):
-        train_mdnrnn.run(cfg2, run2, argparse.Namespace())
+        train_mdnrnn.run(cfg2, run2, train_mdnrnn.Options())
     monkeypatch.setattr(wm.models.training, "check_finite", real)
-    train_mdnrnn.run(cfg2, run2, argparse.Namespace())
+    train_mdnrnn.run(cfg2, run2, train_mdnrnn.Options())
     resumed = [r["mdnrnn/nll"] for r in read_jsonl(run2.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     np.testing.assert_allclose(resumed, full, rtol=1e-5)
     m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
@@ -447,7 +446,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     if over.get("dropout"):  # and the masks were applied: the same run without dropout learns other weights
         cfg3, run3 = _stage_run(tmp_path / "c", batching)
         run3.mark_done("encode", {})
-        train_mdnrnn.run(cfg3, run3, argparse.Namespace())
+        train_mdnrnn.run(cfg3, run3, train_mdnrnn.Options())
         plain = [r["mdnrnn/nll"] for r in read_jsonl(run3.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
         assert not np.allclose(plain, full, rtol=1e-4)
 
@@ -463,7 +462,7 @@ def test_stage_writes_dream_preview_gif(tmp_path):
     cfg = update(cfg, {"dream": {"max_steps": 5}})
     run.mark_done("encode", {})
     save_weights(ConvVAE(4), run.stage_dir("train-vae") / "vae.weights.h5")
-    train_mdnrnn.run(cfg, run, argparse.Namespace())
+    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
     gif = Image.open(run.stage_dir("train-mdnrnn") / "dream_preview.gif")
     assert gif.size == (2 * 64, 64) and 2 <= gif.n_frames <= 6
     assert json.loads((run.stage_dir("train-mdnrnn") / "DONE").read_text())["mdnrnn/step"] == 1

@@ -6,8 +6,6 @@ batch prefetch (`wm.models.training.prefetch`) and its logged learning rate with
 
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 import pytest
 
@@ -202,7 +200,7 @@ def test_stage_trains_the_same_with_either(tmp_path):
     for impl in ("custom", "keras"):
         cfg, run = _stage_run(tmp_path / impl, "streams", lstm=impl, epochs=1)
         run.mark_done("encode", {})
-        train_mdnrnn.run(cfg, run, argparse.Namespace())
+        train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
         nll[impl] = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
         weights[impl] = load_mdnrnn(run.mdnrnn_weights).get_weights()
     assert len(nll["custom"]) == 4

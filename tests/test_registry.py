@@ -41,6 +41,60 @@ def test_stage_records_are_consistent():
     assert [s.verb for s in registry.stages_with_role("data", "world")] == ["collect", "train-vae", "encode", "train-mdnrnn"]
 
 
+def test_every_stage_options_is_filled_by_its_flags():
+    """Each stage's `Options` is a frozen dataclass whose every field is a flag of its subparser (`wm.cli.build_parser`)
+    with the flag's default, and every flag of its own `add_args` is a field: a flag renamed without its field (or
+    the other way round) fails here, not at a user's run."""
+    import dataclasses
+
+    from wm.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for s in registry.STAGES:
+        mod = registry.load_stage(s.verb)
+        assert dataclasses.is_dataclass(mod.Options), s.verb
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            mod.Options().x = 1  # frozen: what run and the hooks read cannot change under them
+        names = {f.name for f in dataclasses.fields(mod.Options)}
+        dests = {a.dest for a in sub.choices[s.verb]._actions} - {"help"}
+        assert names <= dests, (s.verb, names - dests)
+        own = argparse.ArgumentParser()
+        add_args = registry.hooks(mod).add_args
+        if add_args is not None:
+            add_args(own)
+        assert {a.dest for a in own._actions} - {"help"} <= names, s.verb
+        parsed = sub.choices[s.verb].parse_args(["--run", "r"])
+        assert registry.options(mod, parsed) == mod.Options(), s.verb  # every field has its flag's default
+
+
+def test_options_refuses_a_field_no_flag_fills():
+    import dataclasses
+    import types
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        old_name: int = 0
+
+    mod = types.ModuleType("wm.stages.renamed")
+    mod.Options = Options
+    with pytest.raises(TypeError, match=r"wm\.stages\.renamed\.Options\.old_name: no flag .*--old-name"):
+        registry.options(mod, argparse.Namespace(new_name=3))
+    assert registry.options(mod, argparse.Namespace(old_name=3, other=[1])) == mod.Options(old_name=3)
+
+
+@pytest.mark.parametrize(
+    "options, problem",
+    [("", "has no Options"), ("Options = dict", "Options is not a dataclass"), ("Options = 1", "Options is not a dataclass")],
+)
+def test_a_stage_without_an_options_dataclass_is_refused(options, problem):
+    import types
+
+    mod = types.ModuleType("wm.stages.untyped")
+    exec("def run(cfg, run, opts):\n    pass\n" + options, mod.__dict__)
+    with pytest.raises(TypeError, match=f"^stage untyped: wm.stages.untyped.*{problem}"):
+        registry.check_stage_module(mod, "untyped")
+
+
 def test_status_rows_come_from_the_registry(tmp_path):
     from wm.tools.status import stage_rows
 

@@ -4,8 +4,10 @@ Importing this module must stay cheap: no TensorFlow, gymnasium, ViZDoom, cma or
 module reached from here (stage modules import those inside `run`). The verbs come from the stage registry
 (`wm.core.registry`).
 
-Stage modules (`wm/stages/<x>.py`) expose `run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None`
-and optionally `add_args(parser)`. Tool modules expose `main(args) -> int` and optionally `add_args(parser)`.
+Stage modules (`wm/stages/<x>.py`) expose `Options` (a frozen dataclass of the flags the stage reads) and
+`run(cfg: Config, run: RunDir, opts: Options) -> None`, and optionally `add_args(parser)`; `run_stage` builds the
+`Options` from the parsed flags once (`wm.core.registry.options`). Tool modules expose `main(args) -> int` and
+optionally `add_args(parser)`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher
-from wm.core.registry import hooks, load_stage
+from wm.core.registry import hooks, load_stage, options
 
 if TYPE_CHECKING:
     from wm.core.registry import Stage, Tool
@@ -150,11 +152,11 @@ def existing_run(run) -> None:
     raise WMError(f"no run in {run.path}: it has no config.yaml{hint}")
 
 
-def _redo(mod, args: argparse.Namespace) -> bool:
+def _redo(mod, args: argparse.Namespace, opts) -> bool:
     """Whether a DONE stage runs again: `--force` (afresh), or an invocation the stage declares continues it from its
-    checkpoint (`def continues(args) -> bool`, e.g. train-controller's `--extend`, which --force would delete)."""
+    checkpoint (`def continues(opts) -> bool`, e.g. train-controller's `--extend`, which --force would delete)."""
     continues = hooks(mod).continues
-    return bool(args.force or (continues is not None and continues(args)))
+    return bool(args.force or (continues is not None and continues(opts)))
 
 
 def _redo_hint(mod) -> str:
@@ -168,32 +170,33 @@ def run_stage(args: argparse.Namespace) -> int:
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
 
     mod = load_stage(args.verb)
+    opts = options(mod, args)  # the stage's typed flags: what its run and hooks read
     run = RunDir(args.run)
     verb = args.verb
 
     # a finished stage does nothing on any rank; a side run (`evaluate --random`) plays whatever DONE says
-    side = hooks(mod).side_run is not None and hooks(mod).side_run(args)
-    skips = run.is_done(verb) and not _redo(mod, args) and not side
+    side = hooks(mod).side_run is not None and hooks(mod).side_run(opts)
+    skips = run.is_done(verb) and not _redo(mod, args, opts) and not side
     if launched_rank() > 0:
         # MPI worker ranks only play or evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
         if skips:
             return 0
-        mod.run(resolve_config(args), run, args)
+        mod.run(resolve_config(args), run, opts)
         return 0
     if launched_size() > 1 and not skips:
         # The workers are already waiting for the master: whatever ends rank 0 must release them, or the job hangs
         # (a refused config, a held LOCK, a missing upstream artifact, or a stage that needed no pool, e.g. a
         # dream evaluation that batches every episode on rank 0). Once a pool has stopped them this is a no-op.
         try:
-            return _refusal_writes_nothing(mod, run, verb, args)
+            return _refusal_writes_nothing(mod, run, verb, args, opts)
         finally:
             from wm.mpi import release_workers
 
             release_workers()
-    return _refusal_writes_nothing(mod, run, verb, args)
+    return _refusal_writes_nothing(mod, run, verb, args, opts)
 
 
-def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> int:
+def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
     """Run the stage; when it refuses (a `WMError` that is not a `RunFailed`), take back what the command wrote
     about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.core.rundir.Snapshot`)."""
     from wm.core.errors import RunFailed, WMError
@@ -201,14 +204,16 @@ def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace) -> in
 
     snap = Snapshot(run.path, run.stage_dir(verb))
     try:
-        return _run_stage_here(mod, run, verb, args)
+        return _run_stage_here(mod, run, verb, args, opts)
     except WMError as e:
         if not isinstance(e, RunFailed):
             snap.restore()
         raise
 
 
-def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
+def _run_stage_here(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
+    """Run the stage here (rank 0, or alone): `args` for the CLI's shared flags (--run, --configs, --set, --force,
+    --break-lock, --progress-every), `opts` (the stage's `Options`) for the stage and its hooks."""
     import logging
 
     from wm.core.rundir import stage
@@ -220,34 +225,34 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace) -> int:
         existing_run(run)
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
-    # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(args) -> bool`.
+    # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(opts) -> bool`.
     h = hooks(mod)
     side_runs = h.side_run is not None
-    if side_runs and h.side_run(args):
+    if side_runs and h.side_run(opts):
         cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
-        mod.run(cfg, run, args)
+        mod.run(cfg, run, opts)
         return 0
     # The LOCK first, then the config, then anything else: a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
     with run.lock(stage(verb).verb, break_lock=bool(getattr(args, "break_lock", False))):
-        if run.is_done(verb) and not _redo(mod, args):
+        if run.is_done(verb) and not _redo(mod, args, opts):
             run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
             changes = run.config_changes(cfg)
             unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
             print(f"{verb}: already done in {run.path} ({_redo_hint(mod)}){unapplied}")
             return 0
-        if _redo(mod, args) and h.check_redo is not None:
-            # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, args)`), before anything is written
-            h.check_redo(run.bind_config(cfg, verb, write=False), run, args)
+        if _redo(mod, args, opts) and h.check_redo is not None:
+            # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, opts)`), before anything is written
+            h.check_redo(run.bind_config(cfg, verb, write=False), run, opts)
         cfg = run.bind_config(cfg, verb)
-        if _redo(mod, args):
+        if _redo(mod, args, opts):
             run.clear_done(verb)
         # `.tmp-*` files in the stage's folder can only be torn writes of a killed run now that we hold its LOCK
         # (side runs write into subfolders without it, so a stage that has them is cleaned at its top level only)
         run.remove_temporaries(verb, recursive=not side_runs)
         with _progress(mod, run, cfg, verb, args):
-            mod.run(cfg, run, args)
+            mod.run(cfg, run, opts)
     return 0
 
 

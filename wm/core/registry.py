@@ -12,6 +12,7 @@ Pure data and small functions of (run, config, last metrics record): importing t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import inspect
 from collections.abc import Callable
@@ -48,7 +49,7 @@ class Stage:
     verb: str  # CLI verb, e.g. "train-vae"
     name: str  # short name: metrics/<name>.jsonl, logs/<name>.log
     dir: str  # output folder in the run dir, holds DONE
-    module: str  # wm/stages/<x>.py with run(cfg, run, args) and optionally add_args, side_run
+    module: str  # wm/stages/<x>.py with Options, run(cfg, run, opts) and optionally add_args, side_run
     help: str
     sections: tuple[str, ...]  # config sections this stage owns
     role: str  # data | world | controller | eval
@@ -323,17 +324,21 @@ def plots() -> tuple[tuple[Stage, Plot], ...]:
 
 @runtime_checkable
 class StageModule(Protocol):
-    """What a stage module (`Stage.module`) must provide: `run(cfg, run, args)`, the stage as a function of the
-    resolved config and the run directory (`args`: the parsed command line, for the stage's own flags). The optional
-    hooks are in `StageHooks`; a module declares one by defining a module-level name of the same name."""
+    """What a stage module (`Stage.module`) must provide: `Options`, a frozen dataclass with one typed field per flag
+    the stage reads (its own `add_args` flags, and the shared `force` where it reads it), and `run(cfg, run, opts)`,
+    the stage as a function of the resolved config, the run directory and its `Options` (built from the parsed
+    command line by `options`). The optional hooks are in `StageHooks`; a module declares one by defining a
+    module-level name of the same name."""
 
-    def run(self, cfg: Config, run: RunDir, args: argparse.Namespace) -> Any: ...
+    Options: type
+
+    def run(self, cfg: Config, run: RunDir, opts: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
 class StageHooks:
     """A stage's optional hooks with their defaults, read once from its module (`hooks`), so no caller looks them
-    up by name.
+    up by name. Every hook that reads the command line takes the stage's `Options` (`opts`).
 
     add_args: its own flags beside the shared --configs/--run/--set/--force.
     side_run: an invocation that neither checks nor writes the stage's DONE (`evaluate --random`).
@@ -344,9 +349,9 @@ class StageHooks:
     """
 
     add_args: Callable[[argparse.ArgumentParser], None] | None = None
-    side_run: Callable[[argparse.Namespace], bool] | None = None
-    continues: Callable[[argparse.Namespace], bool] | None = None
-    check_redo: Callable[[Config, RunDir, argparse.Namespace], None] | None = None
+    side_run: Callable[[Any], bool] | None = None
+    continues: Callable[[Any], bool] | None = None
+    check_redo: Callable[[Config, RunDir, Any], None] | None = None
     redo_hint: str = ""
     own_progress: bool = False
 
@@ -364,19 +369,41 @@ def hooks(module: ModuleType) -> StageHooks:
 
 
 def check_stage_module(module: ModuleType, verb: str) -> ModuleType:
-    """Refuse a stage module that does not implement `StageModule` (a callable `run` of three parameters) or whose
-    hooks are not what `StageHooks` says, naming the verb and what is wrong."""
+    """Refuse a stage module that does not implement `StageModule` (a callable `run` of three parameters and an
+    `Options` dataclass) or whose hooks are not what `StageHooks` says, naming the verb and what is wrong."""
     run = getattr(module, "run", None)
-    if not callable(run) or not isinstance(module, StageModule):
-        raise TypeError(f"stage {verb}: {module.__name__} has no run(cfg, run, args)")
+    if not callable(run):
+        raise TypeError(f"stage {verb}: {module.__name__} has no run(cfg, run, opts)")
     params = [p for p in inspect.signature(run).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(params) < 3:
-        raise TypeError(f"stage {verb}: {module.__name__}.run takes {len(params)} parameters, not (cfg, run, args)")
+        raise TypeError(f"stage {verb}: {module.__name__}.run takes {len(params)} parameters, not (cfg, run, opts)")
+    opts = getattr(module, "Options", None)
+    if opts is None:
+        raise TypeError(f"stage {verb}: {module.__name__} has no Options (a dataclass of the flags the stage reads)")
+    if not (isinstance(opts, type) and dataclasses.is_dataclass(opts)):
+        raise TypeError(f"stage {verb}: {module.__name__}.Options is not a dataclass")
     h = hooks(module)
     for name in ("add_args", "side_run", "continues", "check_redo"):
         if getattr(h, name) is not None and not callable(getattr(h, name)):
             raise TypeError(f"stage {verb}: {module.__name__}.{name} is not a function")
     return module
+
+
+def options(module: ModuleType, args: argparse.Namespace) -> Any:
+    """The stage's `Options` from the parsed command line, field by field by name (a list, `nargs`'s, becomes a
+    tuple: the options are frozen). A field that no flag fills is refused, naming it: a flag renamed in `add_args`
+    without its field fails here (and in tests/test_registry.py), not in the middle of a user's run."""
+    given = vars(args)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(module.Options):
+        if f.name not in given:
+            flag = "--" + f.name.replace("_", "-")
+            raise TypeError(
+                f"{module.__name__}.Options.{f.name}: no flag of the command line fills it (no {flag} in add_args?)"
+            )
+        v = given[f.name]
+        values[f.name] = tuple(v) if isinstance(v, list) else v
+    return module.Options(**values)
 
 
 def load_stage(verb_name: str) -> ModuleType:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +243,14 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dict[str, float]:
+@dataclass(frozen=True)
+class Options:
+    """collect's flags (`add_args`)."""
+
+    workers: int | None = None  # collect.workers for this invocation only (0: every core; None: the config's)
+
+
+def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, float]:
     """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures. Under an MPI
     launcher rank 0 runs this and the other ranks play its episodes (`_episodes`)."""
     from wm.core.metrics import make_logger
@@ -264,7 +272,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace | None = None) -> dic
         check_agent_run(agent_source(cfg, run.path))
     from wm.core.procpool import worker_count
 
-    flag = getattr(args, "workers", None)
+    flag = (opts or Options()).workers
     if flag is not None and flag < 0:
         raise WMError(f"--workers must be >= 0 (0: every core), got {flag}")
     workers = launched_size() - 1 if launched_size() > 1 else worker_count(cfg.collect.workers if flag is None else flag)

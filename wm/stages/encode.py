@@ -8,7 +8,6 @@ every valid existing output and continues; a bad episode file is reported and sk
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +77,12 @@ def _check_upstream(run: RunDir, z_dim: int) -> None:
         raise WMError(f"no episode files in {run.stage_dir('collect')}")
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Options:
+    """encode has no flags of its own and reads none of the shared ones (a rerun keeps every valid output)."""
+
+
+def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
     from wm.core import tf_setup
     from wm.models.vae import load_vae, make_encoder

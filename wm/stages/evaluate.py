@@ -55,15 +55,29 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
 
 
+@dataclass(frozen=True)
+class Options:
+    """evaluate's flags (`add_args`); None: the config's value."""
+
+    params: str | None = None  # best | mean (controller/<x>.npz) | a .npz path; None: evaluate.params
+    dream: bool = False  # play inside M instead of the real env
+    random: bool = False  # uniform random actions instead of C
+    sweep: bool = False  # the τ table over evaluate.temperatures (wm.tools.sweep)
+    sweep_runs: tuple[str, ...] = ()  # with sweep: run dirs of controllers trained at other τ
+    episodes: int | None = None
+    seed: int | None = None  # first seed of a side run's episodes; None: evaluate.seed
+    temperature: float | None = None  # dream τ; None: dream.temperature
+    gifs: int | None = None  # GIFs of the first N episodes; None: evaluate.gif_episodes
+    tag: str | None = None  # results folder eval/<tag>; None: the mode's name
+
+
 # its `[eval] 37/100 episodes … (12s, ETA 20s)` line is the progress line: the CLI adds none of its own
 OWN_PROGRESS = True
 
 
-def side_run(args: argparse.Namespace) -> bool:
+def side_run(opts: Options) -> bool:
     """Everything but the default real evaluation is a side run: it neither checks nor writes eval/DONE."""
-    return bool(
-        args.dream or args.random or args.sweep or (args.tag not in (None, "real")) or getattr(args, "seed", None) is not None
-    )
+    return bool(opts.dream or opts.random or opts.sweep or (opts.tag not in (None, "real")) or opts.seed is not None)
 
 
 @dataclass
@@ -82,33 +96,33 @@ class _Plan:
     workers: int
 
 
-def _plan(cfg: Config, run: RunDir, args: argparse.Namespace) -> _Plan:
+def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     """The mode, its seeds, τ, C's parameters, the summary's extra fields and the metrics prefix, from the command."""
     from wm.core import config as C
     from wm.rollouts.engine import kind_of
     from wm.rollouts.evaluation import MODES, seed_list
     from wm.rollouts.world import input_digest, load_world
 
-    kind = kind_of(bool(getattr(args, "dream", False)), bool(getattr(args, "random", False)))
+    kind = kind_of(opts.dream, opts.random)
     dream = kind in ("dream", "random-dream")
-    tag = getattr(args, "tag", None) or kind
-    episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
+    tag = opts.tag or kind
+    episodes = opts.episodes or cfg.evaluate.episodes
     if episodes < 1:
         raise WMError(f"--episodes must be >= 1, got {episodes}")
-    seeds = seed_list(cfg, episodes, getattr(args, "seed", None))
-    temperature = getattr(args, "temperature", None)
+    seeds = seed_list(cfg, episodes, opts.seed)
+    temperature = opts.temperature
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
     # the episodes play at τ; the summary keeps the run's own config hash
     cfg_t = C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature") if dream else cfg
     params, pfile = None, None
     if kind in ("real", "dream"):
-        world = load_world(cfg, run, need=("params",), params=getattr(args, "params", None))
+        world = load_world(cfg, run, need=("params",), params=opts.params)
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
     extra["inputs"] = input_digest(cfg, run, pfile, dream)  # the files played with (round control's reuse of a stored check)
     if dream:
         extra["temperature"] = temperature
-    default = not side_run(args)
+    default = not side_run(opts)
     prefix = "eval" if default else f"eval/{tag}"
     # the dream runs every episode in one batched graph (wm/rollouts/dream.py): one process, no TF start-up per worker
     from wm.core.procpool import worker_count
@@ -117,7 +131,7 @@ def _plan(cfg: Config, run: RunDir, args: argparse.Namespace) -> _Plan:
     return _Plan(kind, tag, seeds, temperature, cfg_t, params, extra, default, prefix, workers)
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
     from wm.core.metrics import make_logger
     from wm.mpi import launched_rank
@@ -134,12 +148,12 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
     # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
     tf_setup.setup(threads=None, gpu=False)
-    if getattr(args, "sweep", False):
+    if opts.sweep:
         from wm.tools import sweep
 
-        sweep.run_sweep(cfg, run, args)
+        sweep.run_sweep(cfg, run, opts.episodes, opts.params, opts.sweep_runs)
         return
-    p = _plan(cfg, run, args)
+    p = _plan(cfg, run, opts)
     tag, seeds, extra, prefix = p.tag, p.seeds, p.extra, p.prefix
     with make_logger(run, "evaluate") as log:
         log.info(
@@ -174,7 +188,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
             console=False,
         )
         log.info("%s: %s", tag, format_summary(summary))
-        _write_gifs(cfg, run, p, getattr(args, "gifs", None), log)
+        _write_gifs(cfg, run, p, opts.gifs, log)
         if p.default:
             atomic_write_json(run.eval_summary(), summary)
             info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}

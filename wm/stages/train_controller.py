@@ -85,22 +85,32 @@ def legacy_state_path(run: RunDir) -> Path:
     return run.es_state_legacy
 
 
+@dataclass(frozen=True)
+class Options:
+    """train-controller's flags (`add_args`) and the shared `--force`."""
+
+    stop_after: int = 0  # stop (resumably, as on SIGTERM) after this many generations in this session; 0: never
+    extend: bool = False  # continue a finished training from its checkpoint to a larger es.generations
+    trust_pickle: bool = False  # read (and convert) an older version's pickled es_state.pkl
+    force: bool = False  # start afresh: the checkpoint is deleted
+
+
 REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
 
 
-def continues(args: argparse.Namespace) -> bool:
+def continues(opts: Options) -> bool:
     """wm.cli: `--extend` runs a finished training again, on from its checkpoint."""
-    return bool(getattr(args, "extend", False))
+    return opts.extend
 
 
-def check_redo(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
     """`--extend` continues the checkpoint to a larger `es.generations`: refused, before DONE is touched, when there
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
-    if not continues(args) or getattr(args, "force", False):
+    if not continues(opts) or opts.force:
         return
     if int(cfg.es.draws) > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
-    st = _stored_state(run, args, convert=False)  # before anything is written: an older pickle is read, not converted
+    st = _stored_state(run, opts, convert=False)  # before anything is written: an older pickle is read, not converted
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
@@ -198,7 +208,7 @@ def decide_devices(cfg: Config, under_mpi: bool) -> Any:
     return devices
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
     from wm.mpi import launched_rank, launched_size, release_workers
 
@@ -210,7 +220,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
     # TF's devices, once, before anything starts it (`decide_devices`).
     try:
         devices = decide_devices(cfg, under_mpi=launched_size() > 1)
-        _train(cfg, run, args, devices)
+        _train(cfg, run, opts, devices)
     finally:
         release_workers()
 
@@ -262,7 +272,7 @@ def _read_legacy(path: Path) -> dict[str, Any]:
     return st
 
 
-def _stored_state(run: RunDir, args: argparse.Namespace, convert: bool) -> dict[str, Any] | None:
+def _stored_state(run: RunDir, opts: Options, convert: bool) -> dict[str, Any] | None:
     """The checkpoint to resume from, None when there is none. An older version's `es_state.pkl` (and no
     `es_state.npz`): refused in one line without `--trust-pickle`, nothing written; with it, read, and with
     `convert` written as `es_state.npz` (read back and compared before the pickle is removed)."""
@@ -271,7 +281,7 @@ def _stored_state(run: RunDir, args: argparse.Namespace, convert: bool) -> dict[
         return _read_state(path)
     if not legacy.exists():
         return None
-    if not getattr(args, "trust_pickle", False):
+    if not opts.trust_pickle:
         raise _legacy_refusal(legacy, run)
     st = _read_legacy(legacy)
     if convert:
@@ -386,7 +396,7 @@ def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path,
     return es, st
 
 
-def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = None) -> None:
+def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None:
     """Train C (see the module docstring): resume or start, run the generations of every draw, pick, mark DONE."""
     from dataclasses import replace
 
@@ -403,10 +413,10 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
     out = run.stage_dir(VERB)
     spath, metrics = state_path(run), run.metrics_path(VERB)
-    if getattr(args, "force", False):
+    if opts.force:
         spath.unlink(missing_ok=True)
         legacy_state_path(run).unlink(missing_ok=True)
-    stored = _stored_state(run, args, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
+    stored = _stored_state(run, opts, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
     out.mkdir(parents=True, exist_ok=True)
     es, st = _start(cfg, run, stored, spath, n)
     curriculum = Curriculum.from_config(cfg)
@@ -417,7 +427,7 @@ def _train(cfg: Config, run: RunDir, args: argparse.Namespace, devices: Any = No
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
         spec = replace(spec, threads=devices.threads, gpu=devices.gpu)
     t = _Training(cfg, run, n, es, st, curriculum, spath, metrics, eval_seeds(cfg))
-    stop_after = int(getattr(args, "stop_after", 0) or 0)
+    stop_after = int(opts.stop_after)
 
     with make_logger(run, VERB) as log, StopFlag() as stop:
         gen0 = st["generation"]

@@ -16,7 +16,6 @@ sync), checked and logged every `READ_EVERY` steps and before every save, one re
 
 from __future__ import annotations
 
-import argparse
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +45,14 @@ class _Fit:
     tf: Any
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Options:
+    """train-mdnrnn has no flags of its own; it reads the shared `--force`."""
+
+    force: bool = False  # start afresh: the checkpoint (and the carried stream state) is deleted
+
+
+def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
         raise WMError(f"{run.stage_dir('encode')}/DONE missing: run encode first")
@@ -66,7 +72,7 @@ def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
         model = _model(cfg, a_dim, log)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
-        state, schedule = _restore(cfg, run, args, model, ckpt, out, log)
+        state, schedule = _restore(cfg, run, opts, model, ckpt, out, log)
         train_step = make_train_step(model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight))
         last = [float("nan")] * 3  # the last step's (nll, done_loss, reward_loss), read back
         pending = Deferred(READ_EVERY, _handler(ckpt, log, schedule, reward_head, last))
@@ -139,12 +145,12 @@ def _model(cfg: Config, a_dim: int, log: Any) -> Any:
 
 
 def _restore(
-    cfg: Config, run: RunDir, args: argparse.Namespace, model: Any, ckpt: Any, out: Path, log: Any
+    cfg: Config, run: RunDir, opts: Options, model: Any, ckpt: Any, out: Path, log: Any
 ) -> tuple[dict[str, Any], list[float]]:
     """The checkpoint's state (afresh with `--force` or without one, then warm-started from `mdnrnn.init_from`) and
     the learning-rate schedule, config.yaml's."""
     m_cfg = cfg.mdnrnn
-    if getattr(args, "force", False):  # --force redoes the training, it does not continue it
+    if opts.force:  # --force redoes the training, it does not continue it
         ckpt.delete()
         (out / "carry.npz").unlink(missing_ok=True)
     state = ckpt.restore() or {"step": 0, "epoch": 0, "chunk": 0}

@@ -15,7 +15,6 @@ core; one GPU unless `vae.multi_gpu` (then scale `vae.batch_size`).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -36,10 +35,17 @@ LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the J
 SYNC_EVERY = 20  # losses are read back (a device sync), checked and summed every this many steps and at every save
 
 
-def run(cfg: Config, run: RunDir, args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class Options:
+    """train-vae has no flags of its own; it reads the shared `--force`."""
+
+    force: bool = False  # start afresh: the checkpoint is not resumed
+
+
+def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Train V per cfg.vae, resuming from `vae/checkpoint.npz` unless `--force`."""
     with make_logger(run, "train-vae") as log:
-        train(cfg, run, log, force=bool(getattr(args, "force", False)))
+        train(cfg, run, log, force=opts.force)
 
 
 def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[int], Checked]:

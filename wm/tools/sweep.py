@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +67,20 @@ def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], swee
     return {t: next((r for k, r in trained.items() if abs(k - t) < 1e-6), run) for t in temperatures}
 
 
-def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files."""
+def run_sweep(
+    cfg: Config,
+    run: RunDir,
+    episodes: int | None = None,
+    params: str | None = None,
+    sweep_runs: Sequence[str] = (),
+) -> list[dict[str, Any]]:
+    """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files.
+
+    Args:
+        episodes: episodes per row (None: `evaluate.episodes`).
+        params: the controller each row plays, `best` | `mean` | a .npz path (None: `evaluate.params`).
+        sweep_runs: run dirs of controllers trained at other τ (`controller_sources`).
+    """
     from wm.core.metrics import make_logger
     from wm.core.procpool import worker_count
     from wm.rollouts.evaluation import Progress, play, seed_list, summarize
@@ -76,26 +89,26 @@ def run_sweep(cfg: Config, run: RunDir, args: argparse.Namespace) -> list[dict[s
     temps = [float(t) for t in cfg.evaluate.temperatures]
     if not temps:
         raise WMError("evaluate.temperatures is empty")
-    episodes = getattr(args, "episodes", None) or cfg.evaluate.episodes
+    episodes = episodes or cfg.evaluate.episodes
     seeds = seed_list(cfg, episodes)
-    sources = controller_sources(cfg, run, temps, getattr(args, "sweep_runs", []) or [])
+    sources = controller_sources(cfg, run, temps, list(sweep_runs))
     real_cache: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
     with make_logger(run, "evaluate") as log:
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
-            world = load_world(scfg, src, need=("params",), params=getattr(args, "params", None))
-            params, pfile = world.params, world.params_path
+            world = load_world(scfg, src, need=("params",), params=params)
+            theta, pfile = world.params, world.params_path  # C's parameters (the `params` argument names their file)
             log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
             # the dream evaluator batches every episode in one graph: one process is fastest (wm/rollouts/dream.py)
             prog = Progress(len(seeds), f"τ {tau:g} dream")
-            rets, lens = play(scfg, src, "dream", params, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
+            rets, lens = play(scfg, src, "dream", theta, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
             dream = summarize(rets, lens)
             if str(pfile) not in real_cache:
                 prog = Progress(len(seeds), f"τ {tau:g} real")
                 rets, lens = play(
-                    scfg, src, "real", params, seeds, workers=worker_count(cfg.evaluate.workers), progress=prog.update, log=log
+                    scfg, src, "real", theta, seeds, workers=worker_count(cfg.evaluate.workers), progress=prog.update, log=log
                 )
                 real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
