@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the checkout's wm
 MPIRUN = str(Path(sys.executable).with_name("mpirun"))
 
+from wm.core.rundir import RunDir  # noqa: E402
+
 
 def _timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
@@ -49,7 +51,7 @@ def stages(episodes: int, steps: int) -> dict:
             run = str(Path(tmp) / f"r{ranks}")
             col = _timed(_wm(ranks, "collect", "--configs", "doom_takecover", "tiny", "--run", run, *sets))
             ev = _timed(_wm(ranks, "evaluate", "--run", run, "--random", "--episodes", str(episodes), "--gifs", "0"))
-            means[ranks] = json.loads((Path(run) / "eval" / "random" / "summary.json").read_text())["mean"]
+            means[ranks] = json.loads(RunDir(run).eval_summary("random").read_text())["mean"]
             out[f"collect_s_{ranks - 1}_rank"] = round(col, 2)
             out[f"evaluate_s_{ranks - 1}_rank"] = round(ev, 2)
         if means[2] != means[3]:
