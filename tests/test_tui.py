@@ -5,6 +5,7 @@ pytest-asyncio/anyio are not installed, so each test drives its coroutine with `
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -17,17 +18,19 @@ from pathlib import Path
 import pytest
 from pilot import wait_until
 from wm.tui.app import WMApp
-from wm.tui.model import MetricsTail, Series, find_runs
-from wm.tui.process import build_command
-from wm.tui.screens.dialogs import QuitScreen
+from wm.tui.model import MetricsTail, Series, find_runs, read_rounds
+from wm.tui.process import MAX_RANKS, build_command, default_ranks, pipeline_command
+from wm.tui.screens.dialogs import ConfirmScreen, QuitScreen
 from wm.tui.screens.launch import LaunchRequest, LaunchScreen
 from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
 from wm.core import config as C
-from wm.core.launcher import Launcher
-from wm.core.rundir import RunDir
+from wm.core.launcher import Launcher, add_launcher_args, from_args
+from wm.core.rundir import RunDir, atomic_write_json
+from wm.rounds.iterate import PassCheck
+from wm.rounds.record import write_rounds
 from wm.tools import status
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -151,7 +154,15 @@ def test_stop_kills_process_group(tmp_path):
             await wait_until(pilot, lambda: "fake encode line 2" in log.lines and child_file.exists())
             await wait_until(pilot, lambda: cells(app, "encode")[2] == "running" and cells(app, "encode")[0] == "▶")
             child = int(child_file.read_text())
+            await pilot.press("s")  # asks first: no keeps it running
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("n")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen))
+            await pilot.pause(0.3)
+            assert proc.running and not proc.stopping
             await pilot.press("s")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")  # yes: SIGTERM to the group
             assert await proc.wait(10) == 143
             await wait_until(pilot, lambda: "checkpoint saved" in log.lines)
             assert gone(proc.pid)
@@ -311,6 +322,8 @@ def test_quit_asks_and_can_leave_stage_running(tmp_path):
                 await wait_until(pilot, lambda: cells(app, "encode")[2] == "running")
                 await wait_until(pilot, lambda: "fake encode line 1" in screen(app).query_one("#output-log").lines)
                 await pilot.press("s")
+                await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+                await pilot.press("y")
                 await wait_until(pilot, lambda: not proc.running)
 
         asyncio.run(again())
@@ -336,9 +349,9 @@ def test_plot_rasterises_endpoints_and_metrics_tail(tmp_path):
 
 
 def test_tui_import_does_not_import_tensorflow():
-    heavy = ["tensorflow", "keras", "tensorflow_probability", "gymnasium", "vizdoom", "cma", "mpi4py"]
-    code = (
-        "import sys, tui.app, tui.__main__, tui.screens.run, tui.screens.launch; "
+    heavy = ["tensorflow", "keras", "tensorflow_probability", "gymnasium", "vizdoom", "cma", "mpi4py", "matplotlib"]
+    code = (  # and what the poll worker imports as it reads a run (its stage rows, its rounds)
+        "import sys, tui.app, tui.__main__, tui.screens.run, tui.screens.launch, wm.tools.status, wm.rounds.record; "
         f"bad = [m for m in {heavy!r} if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
@@ -474,6 +487,8 @@ def test_screen_actions_reach_the_app_as_messages(tmp_path):
             console = screen(app).console_path("encode")
             await wait_until(pilot, lambda: "fake encode line 1" in console.read_text()[first.offset :])  # SIGTERM handler set
             await pilot.press("s")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
             assert await first.wait(10) == 143
             assert [type(m) for m in seen] == [PickerScreen.OpenRun, RunScreen.Launch, RunScreen.Stop]
             assert seen[0].path == run.path and seen[1].request.verb == "encode" and seen[2].verb == "encode"
@@ -519,3 +534,194 @@ def test_stop_never_signals_the_pid_of_another_hosts_job(tmp_path, monkeypatch):
 
     asyncio.run(main())
     assert sent == [] and notes == [f"encode runs on node17 (pid {os.getpid()}): stop it there"]
+
+
+def rounds_cfg():
+    return C.update(C.load(["doom_takecover", "tiny"]), {"iterate.check_episodes": 3, "iterate.final_check": 2}, source="t")
+
+
+def test_rounds_view_follows_rounds_json(tmp_path):
+    """The Rounds pane (R, only for a run with rounds): each pass's dream and real check side by side, the final check,
+    "exploits the dream", the result marked, the random check and why the rounds stopped; it follows rounds.json."""
+    run = make_run(tmp_path)
+    cfg = rounds_cfg()
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
+            rs = screen(app)
+            assert rs.rounds is None and rs.check_action("tab", ("rounds",)) is False
+            assert rs.query_one("#panes").get_tab("rounds").has_class("-hidden")
+            await pilot.press("R")  # no rounds: nothing to show
+            assert rs.query_one("#panes").active == "output"
+            (run.path / "round1").mkdir()
+            write_rounds(
+                run,
+                cfg,
+                [
+                    PassCheck("first pass", str(run.path), real=300.0, dream=900.0, final=310.0, final_episodes=2),
+                    PassCheck("round1", str(run.path / "round1"), real=500.0, dream=520.0, final=480.5, final_episodes=2),
+                ],
+                None,
+                random=120.0,
+            )
+            await wait_until(pilot, lambda: rs.rounds is not None)
+            assert not rs.query_one("#panes").get_tab("rounds").has_class("-hidden")
+            await pilot.press("R")
+            await wait_until(pilot, lambda: rs.query_one("#panes").active == "rounds")
+            table = rs.query_one("#rounds-table")
+            row = lambda name: [str(c) for c in table.get_row(name)]  # noqa: E731
+            assert row("first pass") == ["", "first pass", "900", "300", "310", "exploits the dream"]
+            assert row("round1") == ["★", "round1", "520", "500", "480.5", "the result"]
+            note = str(rs.query_one("#rounds-note").render())
+            assert "random policy's check 120" in note and "rounds still going" in note
+            # a new round prepared: listed before its check; then its check and the stop land in rounds.json
+            (run.path / "round2").mkdir()
+            await wait_until(pilot, lambda: table.row_count == 3)
+            assert row("round2")[-1] == "not checked yet"
+            write_rounds(
+                run,
+                cfg,
+                [
+                    PassCheck("first pass", str(run.path), real=300.0, dream=900.0),
+                    PassCheck("round1", str(run.path / "round1"), real=500.0, dream=520.0),
+                    PassCheck("round2", str(run.path / "round2"), real=650.0, dream=1400.0),
+                ],
+                "no better pass in 1 round",
+                random=120.0,
+            )
+            await wait_until(pilot, lambda: row("round2")[2:4] == ["1400", "650"])
+            assert row("round2") == ["★", "round2", "1400", "650", "", "the result, exploits the dream"]
+            assert row("round1")[0] == "" and row("round1")[-1] == ""
+            assert "stopped: no better pass in 1 round" in str(rs.query_one("#rounds-note").render())
+
+    asyncio.run(main())
+
+
+def test_rounds_without_rounds_json_show_the_passes_evaluations(tmp_path):
+    run = make_run(tmp_path)
+    assert read_rounds(run) is None  # no rounds: no view
+    r1 = RunDir(run.path / "round1")
+    for where, tag, mean in ((run, "real", 300.0), (r1, "real", 450.0), (r1, "dream", 800.0)):
+        where.eval_dir(tag).mkdir(parents=True, exist_ok=True)
+        summary = {"mean": mean, "std": 12.5, "episodes": 100}
+        atomic_write_json(where.eval_summary(tag), summary)
+        if tag == "real":
+            atomic_write_json(where.eval_summary(), summary)
+    table = read_rounds(run)
+    assert table is not None and table.source == "eval" and table.result == "round1"
+    assert table.rows == [
+        ("first pass", "—", "300 ± 12.5 (100)", "", ""),
+        ("round1", "800 ± 12.5 (100)", "450 ± 12.5 (100)", "", "the result"),
+    ]
+
+
+def test_pipeline_launch_form_runs_streams_and_stops(tmp_path):
+    """P: the launch form for `python -m wm pipeline --run … --mpi N …` (the same command preview); it runs as a
+    process of its own whose output (logs/pipeline.console) streams into the Pipeline pane; S stops it, asking first."""
+    run = make_run(tmp_path)
+    fake_mpirun = str(FIXTURES / "fake_mpirun.py")
+
+    async def main():
+        app = app_for(run, launcher=Launcher("mpirun", fake_mpirun), lines="100000")
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
+            await pilot.press("S")  # nothing launched: nothing to stop, no question
+            await pilot.pause()
+            assert isinstance(app.screen, RunScreen)
+            await pilot.press("P")
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            form = app.screen
+            assert form.verb == "pipeline"
+            assert form.query_one("#ranks").value == str(default_ranks(C.load(["doom_takecover", "tiny"])))
+            form.query_one("#ranks").value = "3"
+            form.query_one("#sets").value = "vae.epochs=1"
+            form.query_one("#demo").value = True
+            await pilot.pause()
+            preview = str(form.query_one("#command").render())
+            tail = f"-m wm pipeline --run {run.path} --set vae.epochs=1 --mpi 3 --launcher {fake_mpirun} --demo"
+            assert preview.endswith(tail), preview
+            assert "iterate:" in str(form.query_one("#resolved").render())  # the whole config, rounds first
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "pipeline") is not None)
+            proc = app.process(run.path, "pipeline")
+            assert proc.argv == [*FAKE, *tail.split()]
+            assert proc.output == run.path / "logs" / "pipeline.console"
+            rs = screen(app)
+            log = rs.query_one("#pipeline-log")
+            await wait_until(pilot, lambda: rs.query_one("#panes").active == "pipeline")
+            await wait_until(pilot, lambda: "fake pipeline line 2" in log.lines)
+            assert any(ln.startswith("fake argv: -m wm pipeline --run") for ln in log.lines)
+            await wait_until(pilot, lambda: "running" in str(rs.query_one("#pipeline-status").render()))
+            await pilot.press("P")  # running already: no second form
+            await pilot.pause()
+            assert isinstance(app.screen, RunScreen)
+            await pilot.press("S")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("n")
+            await pilot.pause(0.3)
+            assert proc.running
+            await pilot.press("S")
+            await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            assert await proc.wait(10) == 143
+            await wait_until(pilot, lambda: "pipeline stopped" in log.lines)
+            await wait_until(pilot, lambda: "pipeline stopped" in str(rs.query_one("#pipeline-status").render()))
+            assert "fake pipeline line 0" in (run.path / "logs" / "pipeline.console").read_text()
+
+    asyncio.run(main())
+
+
+def test_pipeline_command_argv():
+    assert pipeline_command("runs/x", python=["py"]) == ["py", "-m", "wm", "pipeline", "--run", "runs/x"]
+    srun = Launcher("srun", "srun", ("--mpi=pmi2",))
+    argv = pipeline_command("runs/x", ["tiny"], ["a.b=1"], 4, force=True, demo=True, python=["py"], launcher=srun)
+    assert argv == [
+        *("py", "-m", "wm", "pipeline", "--run", "runs/x", "--configs", "tiny", "--set", "a.b=1", "--force"),
+        *("--mpi", "4", "--launcher", "srun", "--launcher-args=--mpi=pmi2", "--demo"),
+    ]
+    assert pipeline_command("runs/x", mpi=1, python=["py"], launcher=srun)[-1] == "runs/x"  # 1 rank: no MPI flags
+    with pytest.raises(ValueError):
+        pipeline_command("runs/x", mpi=0)
+    # the launcher's flags parse back into the same launcher in the pipeline
+    for launcher in (
+        Launcher(),
+        srun,
+        Launcher("mpirun", "/opt/my mpi/mpirun", ("-f", "hosts")),
+        Launcher("template", "x -n {n}"),
+    ):
+        p = argparse.ArgumentParser()
+        p.add_argument("--mpi")
+        add_launcher_args(p)
+        flags = pipeline_command("r", mpi=2, python=["py"], launcher=launcher)[6:]  # from --mpi on
+        assert from_args(p.parse_args(flags), environ={}) == launcher, flags
+    tiny = C.load(["doom_takecover", "tiny"])  # es.popsize 8: at most 8 players and the dispatcher
+    assert [default_ranks(tiny, cores=n) for n in (1, 2, 4, 16)] == [1, 3, 5, 9]
+    assert default_ranks(None, cores=500) == MAX_RANKS
+
+
+def test_output_pane_follows_the_log_of_a_stage_run_from_a_shell(tmp_path):
+    """A stage the UI did not launch (its logs/<stage>.log, or a running LOCK): the Output pane follows the log."""
+    run = make_run(tmp_path)  # collect ran from a shell: a log, no console
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            log = screen(app).query_one("#output-log")
+            await wait_until(pilot, lambda: any("collect finished" in ln for ln in log.lines))
+            assert "not launched from this UI" in log.lines[0]
+            with open(run.log_path("collect"), "a") as f:
+                f.write("2025-01-01 00:00:02 INFO one more line\n")
+            await wait_until(pilot, lambda: any("one more line" in ln for ln in log.lines))
+            # encode starts from a shell (a LOCK, no log yet): its log is followed as it appears
+            await pilot.press("down", "down")
+            await wait_until(pilot, lambda: screen(app).verb == "encode")
+            lock = run.stage_dir("encode") / "LOCK"
+            lock.parent.mkdir()
+            lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+            await wait_until(pilot, lambda: screen(app).output_followed == run.log_path("encode"))
+            run.log_path("encode").write_text("2025-01-01 00:00:03 INFO encoded 1 episode\n")
+            await wait_until(pilot, lambda: any("encoded 1 episode" in ln for ln in log.lines))
+
+    asyncio.run(main())

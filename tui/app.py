@@ -1,4 +1,4 @@
-"""The Textual app: owns the launched stage processes and the screen stack (run picker → run screen)."""
+"""The Textual app: owns the launched stage (and pipeline) processes and the screen stack (run picker → run screen)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 from textual.app import App
 from textual.binding import Binding
 from wm.tui.model import is_run
-from wm.tui.process import StageProcess, build_command, process_group, signal_group
+from wm.tui.process import PIPELINE, StageProcess, process_group, signal_group
 from wm.tui.screens.dialogs import HelpScreen, QuitScreen
-from wm.tui.screens.launch import LaunchRequest
+from wm.tui.screens.launch import LaunchRequest, request_command
 from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
 
@@ -89,6 +89,12 @@ class WMApp(App[None]):
         if proc is not None and proc.running:
             proc.stop()
             self.notify(f"sent SIGTERM to {verb} (process group {proc.pid})")
+        elif verb == PIPELINE:  # no LOCK of its own: only a pipeline launched here is known by its pid
+            self.notify(
+                "the pipeline is not running from this UI: s on its running stage stops the stage's process group "
+                "(a pipeline's stage shares the pipeline's)",
+                severity="warning",
+            )
         else:
             info = RunDir(message.run).lock_info(verb)
             if info is not None and info.held and info.host != socket.gethostname():
@@ -106,14 +112,13 @@ class WMApp(App[None]):
 
     # ------------------------------------------------------------------ processes
     def process(self, run: Path, verb: str) -> StageProcess | None:
-        """The last process this UI launched for `verb` in `run`, if any."""
+        """The last process this UI launched for `verb` (a stage, or "pipeline") in `run`, if any."""
         return self.processes.get((str(run), verb))
 
     def command(self, run: Path, req: LaunchRequest) -> list[str]:
-        """The argv for a launch request (the launcher's prefix for train-controller with ranks > 1)."""
-        return build_command(
-            req.verb, run, req.configs, req.sets, req.ranks, req.force, python=self.python, launcher=self.launcher
-        )
+        """The argv for a launch request (the launcher's prefix for a stage with ranks > 1; for the pipeline its
+        `--mpi N` and the launcher's flags)."""
+        return request_command(run, req, python=self.python, launcher=self.launcher)
 
     def launch(self, run: Path, req: LaunchRequest, output: Path) -> StageProcess:
         """Start `req` in its own process group, output appended to `output`; returns the process."""

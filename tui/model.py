@@ -126,13 +126,112 @@ def resolve(run: Path, blocks: Sequence[str], sets: Sequence[str]):
 
 
 def config_excerpt(cfg: Any, verb: str) -> str:
-    """The sections of the resolved config that matter for `verb` (the stage's own, then the global ones), as YAML."""
+    """The sections of the resolved config that matter for `verb` (the stage's own, then the global ones), as YAML;
+    for the pipeline, which runs every stage and the rounds, the whole config (`iterate` first)."""
     d = cfg.to_dict()
-    keep = [*stage(verb).sections, *GLOBAL_SECTIONS]
+    if verb == "pipeline":
+        keep = ["iterate", *(k for k in d if k != "iterate")]
+    else:
+        keep = [*stage(verb).sections, *GLOBAL_SECTIONS]
     return yaml.safe_dump({k: d[k] for k in keep if k in d}, sort_keys=False).rstrip()
 
 
 NO_CONFIG = "(no config.yaml yet: the first launched stage writes it)"
+LOG_NEWER_S = 10.0  # a stage log this much newer than the stage's console: the stage ran since, not from this UI
+
+
+def output_file(console: Path, log: Path, running: bool) -> Path:
+    """What a stage's Output pane follows when this UI is not running it: its console (`logs/<stage>.console`,
+    written by a UI launch, this session's or an earlier one's) unless the stage has run without one since (from a
+    shell or under the pipeline): then its `logs/<stage>.log`, as when it has no console but a log or a held LOCK
+    (`running`). Blocking stats: call it from a thread."""
+
+    def mtime(p: Path) -> float | None:
+        try:
+            return p.stat().st_mtime
+        except OSError:
+            return None
+
+    c, lg = mtime(console), mtime(log)
+    if c is None:
+        return log if lg is not None or running else console
+    return log if lg is not None and lg > c + LOG_NEWER_S else console
+
+
+@dataclass
+class RoundsTable:
+    """The rounds view of a run: one row per pass (first pass, round1, …) and the lines under them.
+
+    `rows` are (pass, dream, real, final, note); with rounds.json (`source` "rounds.json") dream and real are the
+    pass's check scores and final its final check, else (`source` "eval") the passes' own evaluations
+    (`eval/dream/summary.json`, `eval/summary.json`). `result` names the pass whose C is the run's result.
+    """
+
+    source: str
+    rows: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    result: str | None = None
+
+
+def _summary(path: Path) -> str:
+    """`mean ± std (n)` of an evaluation's summary.json, "—" without one."""
+    try:
+        s = json.loads(path.read_text())
+        return f"{number(s['mean'])} ± {number(s['std'])} ({s['episodes']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "—"
+
+
+def read_rounds(run: RunDir) -> RoundsTable | None:
+    """What round control recorded (`rounds.json`: `wm.rounds.record.round_checks`), or without it the round dirs'
+    own evaluations; None for a run with neither (no rounds view). Blocking reads: call it from a thread."""
+    from wm.rounds.record import final_more_episodes, round_checks
+
+    rounds = round_dirs(run.path)
+    checks = round_checks(run)
+    if checks is None and not rounds:
+        return None
+    if checks is None:
+        from wm.rounds.record import result_pass
+
+        result, _, how = result_pass(run)
+        table = RoundsTable("eval", result=result)
+        for name, where in (("first pass", run), *((r.name, RunDir(r)) for r in rounds)):
+            note = "the result" if name == result else ""
+            table.rows.append((name, _summary(where.eval_summary("dream")), _summary(where.eval_summary()), "", note))
+        table.notes = [
+            f"no {run.rounds_path.name} (round control off, or no pass checked yet): each pass's own evaluation, "
+            "mean ± std (episodes); dream = eval/dream, real = eval/summary.json",
+            f"the result: {result} ({how})",
+        ]
+        return table
+    result = str(checks["result"].get("name", ""))
+    table = RoundsTable("rounds.json", result=result)
+    seen = set()
+    for p in checks["passes"]:
+        name = str(p.get("name", "?"))
+        seen.add(name)
+        final = "" if p.get("final") is None else number(p["final"])
+        more = final_more_episodes(p, checks)
+        if final and more:
+            final += f" ({more} ep)"
+        note = ", ".join(
+            w for w, on in (("the result", name == result), ("exploits the dream", bool(p.get("exploits")))) if on
+        )
+        table.rows.append((name, number(p.get("dream")), number(p.get("real")), final, note))
+    for r in rounds:
+        if r.name not in seen:  # prepared (or running) but not checked yet
+            table.rows.append((r.name, "", "", "", "not checked yet"))
+    n = len(checks.get("check_seeds") or ())
+    table.notes.append(
+        f"random policy's check {number(checks.get('random_check'))}"
+        + (f"   checks of {n} episodes" if n else "")
+        + (f", final check {checks['final_check']}" if checks.get("final_check") else "")
+        + (f"   {number(checks['minutes'])} min" if checks.get("minutes") else "")
+    )
+    stopped = checks.get("stopped")
+    table.notes.append(f"stopped: {stopped}" if stopped else "rounds still going (no stop recorded yet)")
+    return table
 
 
 @dataclass
@@ -140,7 +239,8 @@ class RunSnapshot:
     """One read of a run directory: what the run screen shows, read off the UI thread by its poll worker.
 
     `rows` is None when the stage states could not be read (then `error` says why); `records` are the metrics
-    records appended since `tail` last read, and with `config_text` they belong to stage `verb`.
+    records appended since `tail` last read, and with `config_text` they belong to stage `verb`. `rounds`: the rounds
+    view (None for a run without rounds).
     """
 
     verb: str
@@ -150,6 +250,8 @@ class RunSnapshot:
     records: list[dict[str, Any]] = field(default_factory=list)
     config_text: str = NO_CONFIG
     error: str | None = None
+    rounds: RoundsTable | None = None
+    outputs: dict[str, Path] = field(default_factory=dict)  # per stage: what its Output pane follows (`output_file`)
 
 
 def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapshot:
@@ -173,6 +275,15 @@ def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapsh
     try:
         snap.rows = stage_rows(run)
     except Exception as e:  # a file caught mid-rewrite must not take the UI down; the next tick retries
+        errors.append(str(e) or type(e).__name__)
+    try:
+        running = {v for v, state, _ in snap.rows or () if state == "running"}
+        snap.outputs = {
+            s.verb: output_file(run.path / "logs" / f"{s.name}.console", run.log_path(s.verb), s.verb in running)
+            for s in STAGES
+        }
+        snap.rounds = read_rounds(run)
+    except Exception as e:
         errors.append(str(e) or type(e).__name__)
     if tail is not None:
         try:

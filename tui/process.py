@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from wm.core.launcher import Launcher
 
 # The folder holding the `wm` package (the repository in a checkout, site-packages when installed), put on
 # PYTHONPATH so `python -m wm` works from any working directory.
@@ -37,6 +41,75 @@ def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any)
 
     kw["python"] = kw.get("python") or default_python()
     return stage_command(verb, run, *args, **kw)
+
+
+PIPELINE = "pipeline"  # the verb (and the console's name: logs/pipeline.console) of the whole-run launch
+MAX_RANKS = 65  # the paper's 64 playing ranks and the dispatcher: the most --mpi the launch form offers by default
+
+
+def launcher_flags(launcher: Launcher) -> list[str]:
+    """`--launcher X [--launcher-args=ARGS]`: the flags that make `python -m wm pipeline` start its ranks with
+    `launcher` (what `wm.core.launcher.from_args` parses back into the same Launcher)."""
+    if launcher.kind == "template":
+        text = launcher.program
+    elif launcher.kind == "srun":
+        text = "srun"
+    else:
+        text = shlex.quote(launcher.program) if launcher.program else "mpirun"
+    flags = ["--launcher", text]
+    if launcher.extra:
+        flags.append(f"--launcher-args={shlex.join(launcher.extra)}")  # `=`: a dash-led value is not read as a flag
+    return flags
+
+
+def pipeline_command(
+    run: str | os.PathLike[str],
+    configs: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    mpi: int = 1,
+    force: bool = False,
+    demo: bool = False,
+    python: Sequence[str] | None = None,
+    launcher: Launcher | None = None,
+) -> list[str]:
+    """The argv that runs the whole pipeline on `run` (every stage in order, then its rounds):
+    `python -m wm pipeline --run RUN [--configs B ...] [--set k=v ...] [--force] [--mpi N [--launcher ...]] [--demo]`.
+
+    `mpi` > 1 runs collect, train-controller and evaluate on that many ranks, started by `launcher` (its flags are
+    passed on; without one the pipeline reads WM_LAUNCHER as in a shell); 1 runs them without MPI.
+    """
+    if mpi < 1:
+        raise ValueError(f"MPI ranks must be >= 1, got {mpi}")
+    argv = [*(python or default_python()), "-m", "wm", PIPELINE, "--run", str(run)]
+    if configs:
+        argv += ["--configs", *configs]
+    if sets:
+        argv += ["--set", *sets]
+    if force:
+        argv.append("--force")
+    if mpi > 1:
+        argv += ["--mpi", str(mpi)]
+        if launcher is not None:
+            argv += launcher_flags(launcher)
+    if demo:
+        argv.append("--demo")
+    return argv
+
+
+def default_ranks(cfg: Any = None, cores: int | None = None) -> int:
+    """The launch form's default `--mpi N` for the pipeline: one playing rank per core this process may use (its CPU
+    affinity: what a job's cgroup gives it) plus the dispatching rank 0, no more players than the ES has candidates
+    (`es.popsize` of `cfg`), at most MAX_RANKS; 1 (no MPI) on a single core, where a dispatcher only adds a process."""
+    if cores is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores < 2:
+        return 1
+    n = cores + 1
+    try:
+        n = min(n, int(cfg.es.popsize) + 1)
+    except (AttributeError, KeyError, TypeError, ValueError):
+        pass  # no config (or no es section): the machine decides
+    return max(1, min(n, MAX_RANKS))
 
 
 def child_env(base: dict[str, str] | None = None) -> dict[str, str]:

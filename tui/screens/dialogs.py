@@ -1,4 +1,5 @@
-"""Small modal screens: the help screen and the quit question (stop or leave running stages)."""
+"""Small modal screens: the help screen, the quit question (stop or leave running stages) and the yes/no question
+before a stop."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
@@ -17,16 +19,25 @@ HELP = """\
   [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks; the form shows
      the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)
   [b]r[/b]  resume a resumable stage (same form, stored config)
-  [b]s[/b]  stop: SIGTERM to its process group (it checkpoints; resume later)
+  [b]s[/b]  stop: asks, then SIGTERM to its process group (it checkpoints;
+     resume later)
   [b]o[/b] output  [b]m[/b] metrics  [b]i[/b] media  [b]g[/b] logs/<stage>.log  [b]c[/b] config
+     (output: the stage's log file when it ran from a shell or the pipeline)
   [b]p[/b]  play in the run's dream (←/→, r restart, t/g τ), [b]w[/b] watch its C there
   [b]esc[/b] back to the run list
+[b]The run[/b]
+  [b]P[/b]  launch the pipeline: every stage, then its rounds (same form:
+     blocks, --set, --mpi N, --force, --demo)
+  [b]O[/b]  the pipeline's output   [b]S[/b]  stop the pipeline (asks first)
+  [b]R[/b]  rounds: each pass's dream score and real check, the final check,
+     the result (★), the random check, why the rounds stopped
 [b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes
 
 Stages run as `python -m wm <verb> ...` in their own process group and
-write their output to logs/<stage>.console: a stage left running after
-quitting keeps going, and its output is shown again when you come back.
+write their output to logs/<stage>.console (the pipeline to
+logs/pipeline.console): a stage left running after quitting keeps going,
+and its output is shown again when you come back.
 """
 
 
@@ -69,3 +80,38 @@ class QuitScreen(ModalScreen[str | None]):
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """A yes/no question (before stopping a stage or the pipeline): dismisses with True for yes, False otherwise."""
+
+    BINDINGS = [
+        Binding("y", "choose(True)", "Yes"),
+        Binding("n,escape", "choose(False)", "No"),
+    ]
+
+    def __init__(self, question: str, detail: str = "", yes: str = "Yes", no: str = "No"):
+        super().__init__()
+        self.question = question
+        self.detail = detail
+        self.yes = yes
+        self.no = no
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm", classes="dialog"):
+            yield Label(f"[b]{escape(self.question)}[/b]", id="confirm-question")
+            if self.detail:
+                yield Static(self.detail, id="confirm-detail", markup=False)  # wraps, unlike a Label
+            with Horizontal(classes="buttons"):
+                yield Button(f"{self.yes} (y)", id="yes", variant="error")
+                yield Button(f"{self.no} (n)", id="no", variant="primary")
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()  # enter on a stray keypress keeps it running
+
+    def action_choose(self, choice: bool) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")

@@ -1,4 +1,5 @@
-"""The launch form: config blocks, `--set` overrides, MPI ranks; shows the resolved config before launch."""
+"""The launch form: config blocks, `--set` overrides, MPI ranks; shows the resolved config before launch. The same
+form launches the whole pipeline (`verb` "pipeline": `--mpi N` and `--demo` too)."""
 
 from __future__ import annotations
 
@@ -15,22 +16,35 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
 from wm.tui.model import config_excerpt, resolve
-from wm.tui.process import build_command
+from wm.tui.process import PIPELINE, build_command, pipeline_command
 
 
 @dataclass
 class LaunchRequest:
-    """What the form asks for: `python -m wm <verb> --run RUN --configs ... --set ... [--force]` on `ranks` ranks."""
+    """What the form asks for: `python -m wm <verb> --run RUN --configs ... --set ... [--force]` on `ranks` ranks
+    (for the pipeline: its `--mpi`), and for the pipeline `--demo`."""
 
     verb: str
     configs: list[str] = field(default_factory=list)
     sets: list[str] = field(default_factory=list)
     ranks: int = 1
     force: bool = False
+    demo: bool = False
+
+
+def request_command(run: Path, req: LaunchRequest, **kw) -> list[str]:
+    """The argv of `req` on `run`: `pipeline_command` for the pipeline, else the stage's `build_command`; `kw`:
+    `python=`, `launcher=`."""
+    if req.verb == PIPELINE:
+        return pipeline_command(run, req.configs, req.sets, req.ranks, req.force, req.demo, **kw)
+    return build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, **kw)
 
 
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
-    """Form for one stage. Dismisses with a LaunchRequest, or None when cancelled."""
+    """Form for one stage, or the pipeline. Dismisses with a LaunchRequest, or None when cancelled.
+
+    `ranks`: the MPI ranks field's starting value (train-controller and the pipeline only).
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
 
@@ -41,14 +55,18 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         blocks: list[str],
         resume: bool = False,
         command: Callable[[LaunchRequest], list[str]] | None = None,
+        ranks: int = 1,
     ):
         super().__init__()
         self.run = run
         self.verb = verb
         self.blocks = blocks
         self.resume = resume
+        self.pipeline = verb == PIPELINE
+        self.ranked = self.pipeline or verb == "train-controller"
+        self.ranks = ranks
         # the app's own command builder, so the form shows exactly what will run (python prefix, launcher)
-        self.command = command or (lambda r: build_command(r.verb, self.run, r.configs, r.sets, r.ranks, r.force))
+        self.command = command or (lambda r: request_command(self.run, r))
         self.request: LaunchRequest | None = None
         self.error: str | None = None
 
@@ -64,10 +82,12 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                     yield Label("--set overrides (key=value ...)", classes="field")
                     yield Input(placeholder="vae.epochs=3 es.popsize=8", id="sets", compact=True)
                     with Horizontal(id="launch-opts"):
-                        if self.verb == "train-controller":
-                            yield Label("MPI ranks ", classes="field")
-                            yield Input("1", type="integer", id="ranks", compact=True)
+                        if self.ranked:
+                            yield Label("--mpi " if self.pipeline else "MPI ranks ", classes="field")
+                            yield Input(str(self.ranks), type="integer", id="ranks", compact=True)
                         yield Checkbox("--force (redo)", id="force", compact=True)
+                        if self.pipeline:
+                            yield Checkbox("--demo", id="demo", compact=True)
             yield Static(id="launch-error")
             with VerticalScroll(id="launch-config"):
                 yield Static(id="resolved", markup=False)
@@ -84,7 +104,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         """The request described by the form right now (may not resolve)."""
         sets = shlex.split(self.query_one("#sets", Input).value)
         ranks = 1
-        if self.verb == "train-controller":
+        if self.ranked:
             raw = self.query_one("#ranks", Input).value.strip()
             ranks = int(raw) if raw.lstrip("-").isdigit() else 0
         return LaunchRequest(
@@ -93,6 +113,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             sets,
             ranks,
             self.query_one("#force", Checkbox).value,
+            self.pipeline and self.query_one("#demo", Checkbox).value,
         )
 
     def refresh_preview(self) -> None:

@@ -1,10 +1,12 @@
 """One run: the stage table (live states and key figures), and panes for the selected stage's output,
-metrics (plot + latest values), media (its pictures, `tui.widgets.media`), log file and config. Launch, resume and
-stop act on the selected stage.
+metrics (plot + latest values), media (its pictures, `tui.widgets.media`), log file and config, then two panes of the
+whole run: its rounds (shown when it has any) and the pipeline launched from here. Launch, resume and stop act on the
+selected stage; `P` and `S` launch and stop the pipeline. A stop asks first.
 
 The run directory is read off the UI thread: a timer starts a thread worker (at most one in flight; a tick that
-finds one still reading is skipped) which posts a `Polled` message carrying a `RunSnapshot`; its handler only
-updates widgets. Launch and stop go up to the app as `Launch` and `Stop` messages.
+finds one still reading is skipped) which posts a `Polled` message carrying a `RunSnapshot` (the rounds view and
+which file each stage's Output pane follows come with it); its handler only updates widgets. Launch and stop go up
+to the app as `Launch` and `Stop` messages.
 """
 
 from __future__ import annotations
@@ -20,7 +22,19 @@ from textual.markup import escape
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Label, Sparkline, Static, TabbedContent, TabPane
-from wm.tui.model import PLOTS, MetricsTail, RunSnapshot, Series, figures_text, fmt, read_snapshot
+from wm.tui.model import (
+    PLOTS,
+    MetricsTail,
+    RoundsTable,
+    RunSnapshot,
+    Series,
+    figures_text,
+    fmt,
+    read_snapshot,
+    resolve,
+)
+from wm.tui.process import PIPELINE, default_ranks
+from wm.tui.screens.dialogs import ConfirmScreen
 from wm.tui.screens.launch import LaunchRequest, LaunchScreen
 from wm.tui.widgets.follow_log import FollowLog
 from wm.tui.widgets.media import MediaView
@@ -45,6 +59,10 @@ class RunScreen(Screen[None]):
         Binding("o", "tab('output')", "Output", show=False),
         Binding("m", "tab('metrics')", "Metrics"),
         Binding("i", "tab('media')", "Media"),
+        Binding("R", "tab('rounds')", "Rounds"),  # shown only when the run has rounds (check_action)
+        Binding("P", "pipeline", "Pipeline"),
+        Binding("S", "stop_pipeline", "Stop pipeline", show=False),
+        Binding("O", "tab('pipeline')", "Pipeline output", show=False),
         Binding("g", "tab('logfile')", "Log", show=False),
         Binding("c", "tab('config')", "Config", show=False),
         Binding("p", "play(False)", "Play"),
@@ -97,6 +115,10 @@ class RunScreen(Screen[None]):
         self.polling = False  # a read of the run directory is in flight (cleared when its snapshot arrives)
         self.poll_again = False  # something changed while it was: read once more as soon as it is done
         self.config_text: str | None = None  # what the Config pane shows (None: not yet read for this stage)
+        self.rounds: RoundsTable | None = None  # what the Rounds pane shows (None: no rounds, the pane is hidden)
+        self.outputs: dict[str, Path] = {}  # per stage: what its Output pane follows, from the last snapshot
+        self.output_followed: Path | None = None  # what the Output pane follows now
+        self.pipeline_status = ""
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -118,6 +140,12 @@ class RunScreen(Screen[None]):
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="file-log")
             with TabPane("Config", id="config"):
                 yield Static(id="config-text", markup=False)
+            with TabPane("Rounds", id="rounds"):
+                yield DataTable(id="rounds-table", cursor_type="none", show_cursor=False, zebra_stripes=False)
+                yield Static(id="rounds-note", markup=False)
+            with TabPane("Pipeline", id="pipeline"):
+                yield Static(id="pipeline-status", markup=False)
+                yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="pipeline-log")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -131,6 +159,19 @@ class RunScreen(Screen[None]):
         latest = self.query_one("#latest", DataTable)
         latest.add_column("metric", key="k")
         latest.add_column("latest", key="v")
+        rounds = self.query_one("#rounds-table", DataTable)
+        for label, key, width in (
+            (" ", "mark", 1),
+            ("pass", "pass", 11),
+            ("dream", "dream", None),
+            ("real check", "real", None),
+            ("final", "final", None),
+            ("", "note", None),
+        ):
+            rounds.add_column(label, key=key, width=width)
+        self.query_one("#panes", TabbedContent).hide_tab("rounds")  # until a snapshot finds rounds
+        self.follow_pipeline()
+        self.show_pipeline()
         table.focus()
         self.query_one("#run-title", Static).update(f"[b]run[/b] {self.run.path}")
         self.select(self.verb)  # starts the first read
@@ -197,6 +238,12 @@ class RunScreen(Screen[None]):
             table.update_cell(verb, "mark", mark)
             table.update_cell(verb, "state", state)
             table.update_cell(verb, "figs", figures_text(figs))
+        self.show_pipeline()
+        self.show_rounds(snap.rounds)
+        if snap.outputs:
+            self.outputs = snap.outputs
+            if self.output_path(self.verb) != self.output_followed:  # run from a shell since, or launched here
+                self.follow_output()
         if snap.verb != self.verb or snap.tail is not self.tail:
             return  # read for a stage selected before: its metrics and config are not this stage's
         if snap.config_text != self.config_text:
@@ -205,6 +252,58 @@ class RunScreen(Screen[None]):
         if snap.records or not self.series.records:
             self.series.add(snap.records)
             self.show_metrics()
+
+    def show_pipeline(self) -> None:
+        """The Pipeline pane's status line: the pipeline launched from here, running or how it ended."""
+        proc = self.app.process(self.run.path, PIPELINE)
+        if proc is None:
+            text = (
+                "P launches the pipeline on this run (every stage in order, then its rounds); "
+                "its output shows here (logs/pipeline.console)"
+            )
+        elif proc.running:
+            text = f"▶ pipeline {'stopping' if proc.stopping else 'running'} (pid {proc.pid}): S stops it"
+        else:
+            code = proc.poll()
+            how = "stopped" if proc.stopping else "finished" if code == 0 else f"failed (exit code {code})"
+            text = f"pipeline {how}: P launches it again (finished stages are skipped, a stopped one resumes)"
+            if id(proc) not in self.reported:
+                self.reported.add(id(proc))
+                self.notify(f"pipeline {how}", severity="error" if how.startswith("failed") else "information")
+        if text != self.pipeline_status:
+            self.pipeline_status = text
+            self.query_one("#pipeline-status", Static).update(text)
+
+    def show_rounds(self, rounds: RoundsTable | None) -> None:
+        """The Rounds pane: one row per pass, the notes under them; the pane (and `R`) only for a run with rounds."""
+        if rounds == self.rounds:
+            return
+        had, self.rounds = self.rounds is not None, rounds
+        tabs = self.query_one("#panes", TabbedContent)
+        if (rounds is not None) != had:
+            if rounds is None:
+                if tabs.active == "rounds":
+                    tabs.active = "output"
+                tabs.hide_tab("rounds")
+            else:
+                tabs.show_tab("rounds")
+            self.refresh_bindings()
+        table = self.query_one("#rounds-table", DataTable)
+        table.clear()
+        if rounds is None:
+            return
+        keys: set[str] = set()
+        for name, dream, real, final, note in rounds.rows:
+            key = None if name in keys else name  # a name twice (a hand-edited rounds.json) must not raise
+            keys.add(name)
+            table.add_row("★" if name == rounds.result else "", name, dream, real, final, note, key=key)
+        self.query_one("#rounds-note", Static).update("\n".join(rounds.notes))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`R` (the Rounds pane) only for a run with rounds."""
+        if action == "tab" and parameters == ("rounds",):
+            return self.rounds is not None
+        return True
 
     def show_metrics(self) -> None:
         name = stage(self.verb).name
@@ -251,12 +350,33 @@ class RunScreen(Screen[None]):
         self.poll()  # its metrics and config arrive with the next snapshot
 
     def console_path(self, verb: str) -> Path:
-        return self.run.path / "logs" / f"{stage(verb).name}.console"
+        """`logs/<stage>.console` (`logs/pipeline.console` for the pipeline): the output of a launch from the UI."""
+        return self.run.path / "logs" / f"{PIPELINE if verb == PIPELINE else stage(verb).name}.console"
+
+    def output_path(self, verb: str) -> Path:
+        """What `verb`'s Output pane follows: the console while this UI runs it, else as the last snapshot found
+        (`model.output_file`: the console, or the stage's log file when it ran from a shell or the pipeline)."""
+        proc = self.app.process(self.run.path, verb)
+        if proc is not None and proc.running:
+            return self.console_path(verb)
+        return self.outputs.get(verb, self.console_path(verb))
 
     def follow_output(self) -> None:
-        """Stream the selected stage's console output (launched now or earlier) into the Output pane."""
-        self.query_one("#output-log", FollowLog).follow(
-            self.console_path(self.verb), f"no output yet for {self.verb}: press l to launch it"
+        """Stream the selected stage's output into the Output pane: its console (launched here, now or in an earlier
+        session), or its logs/<stage>.log for a stage run from a shell or under the pipeline."""
+        path = self.output_path(self.verb)
+        self.output_followed = path
+        pane = self.query_one("#output-log", FollowLog)
+        if path == self.console_path(self.verb):
+            pane.follow(path, f"no output yet for {self.verb}: press l to launch it")
+        else:
+            rel = path.relative_to(self.run.path)
+            pane.follow(path, f"waiting for {rel}", note=f"({self.verb} was not launched from this UI: its log file {rel})")
+
+    def follow_pipeline(self) -> None:
+        """Stream logs/pipeline.console into the Pipeline pane."""
+        self.query_one("#pipeline-log", FollowLog).follow(
+            self.console_path(PIPELINE), "no pipeline launched from this UI on this run yet"
         )
 
     def follow_logfile(self) -> None:
@@ -266,6 +386,8 @@ class RunScreen(Screen[None]):
 
     # ------------------------------------------------------------------ actions
     def action_tab(self, pane: str) -> None:
+        if pane == "rounds" and self.rounds is None:
+            return  # hidden: the run has no rounds
         self.query_one("#panes", TabbedContent).active = pane
 
     def action_back(self) -> None:
@@ -311,11 +433,78 @@ class RunScreen(Screen[None]):
 
     def launched(self, verb: str) -> None:
         """Called by the app once it has launched `verb`: show its output and read the new state."""
-        self.action_tab("output")
-        if verb == self.verb:
-            self.follow_output()
+        if verb == PIPELINE:
+            self.action_tab("pipeline")
+            self.follow_pipeline()
+            self.show_pipeline()
+        else:
+            self.action_tab("output")
+            if verb == self.verb:
+                self.follow_output()
         self.poll()
 
+    def action_pipeline(self) -> None:
+        """The launch form for the whole pipeline (`python -m wm pipeline --run … --mpi N …`)."""
+        proc = self.app.process(self.run.path, PIPELINE)
+        if proc is not None and proc.running:
+            self.notify(f"the pipeline is already running (pid {proc.pid}): S stops it", severity="warning")
+            self.action_tab("pipeline")
+            return
+        from wm.core.config import blocks
+
+        try:
+            names = list(blocks())
+        except Exception as e:
+            self.notify(f"cannot read configs/: {e}", severity="error")
+            return
+        try:
+            cfg = resolve(self.run.path, [], [])  # the stored config (or the defaults): its es.popsize caps --mpi
+        except Exception:
+            cfg = None  # the form shows the error line itself
+
+        def answered(req: LaunchRequest | None) -> None:
+            if req is not None:
+                self.post_message(self.Launch(self, req, self.console_path(PIPELINE)))
+
+        self.app.push_screen(
+            LaunchScreen(
+                self.run.path, PIPELINE, names, False, lambda r: self.app.command(self.run.path, r), default_ranks(cfg)
+            ),
+            answered,
+        )
+
+    def confirm_stop(self, verb: str, question: str, detail: str) -> None:
+        """Ask first; on yes, the app SIGTERMs `verb`'s process group (`Stop`)."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.post_message(self.Stop(self, verb))
+
+        self.app.push_screen(ConfirmScreen(question, detail, yes="Stop", no="Keep running"), answered)
+
     def action_stop(self) -> None:
-        """Ask the app to SIGTERM the selected stage's process group: ours, or the LOCK holder's (a stage left running)."""
-        self.post_message(self.Stop(self, self.verb))
+        """After a yes, the app SIGTERMs the selected stage's process group: ours, or the LOCK holder's (a stage left
+        running, or run by a shell's pipeline)."""
+        verb = self.verb
+        proc = self.app.process(self.run.path, verb)
+        ours = proc is not None and proc.running
+        if not ours and self.states.get(verb) not in ("running", "starting", "stopping"):
+            self.notify(f"{verb} is not running", severity="warning")
+            return
+        detail = "SIGTERM to its process group: it checkpoints, and r resumes it later."
+        pipe = self.app.process(self.run.path, PIPELINE)
+        if not ours and pipe is not None and pipe.running:
+            detail = "It runs under the pipeline launched here: the SIGTERM stops the pipeline too (P resumes both)."
+        self.confirm_stop(verb, f"Stop {verb}?", detail)
+
+    def action_stop_pipeline(self) -> None:
+        """After a yes, the app SIGTERMs the pipeline launched from here (its process group: it and its stage)."""
+        proc = self.app.process(self.run.path, PIPELINE)
+        if proc is None or not proc.running:
+            self.notify("no pipeline launched from this UI is running on this run", severity="warning")
+            return
+        self.confirm_stop(
+            PIPELINE,
+            "Stop the pipeline?",
+            "SIGTERM to its process group: its running stage checkpoints; P launches it again and it resumes.",
+        )

@@ -34,10 +34,13 @@ class FollowLog(Log):
         self.path: Path | None = None
 
     @work(exclusive=True, group="follow", exit_on_error=False)
-    async def follow(self, path: Path, empty: str = "") -> None:
-        """Clear the pane, show the last TAIL_BYTES of `path` (or `empty` if it does not exist), then follow it."""
+    async def follow(self, path: Path, empty: str = "", note: str = "") -> None:
+        """Clear the pane, show `note` (if any) and the last TAIL_BYTES of `path` (or `empty` if it does not exist),
+        then follow it."""
         self.path = Path(path)
         self.clear()
+        if note:
+            self.write_line(note)
         size = await asyncio.to_thread(_size, self.path)  # file system calls run in a thread, never on the UI loop
         offset = 0
         if size is not None:
