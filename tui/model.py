@@ -201,7 +201,7 @@ def read_rounds(run: RunDir) -> RoundsTable | None:
             table.rows.append((name, _summary(where.eval_summary("dream")), _summary(where.eval_summary()), "", note))
         table.notes = [
             f"no {run.rounds_path.name} (round control off, or no pass checked yet): each pass's own evaluation, "
-            "mean ± std (episodes); dream = eval/dream, real = eval/summary.json",
+            f"mean ± std (episodes); dream = eval/dream, real = {run.eval_summary().relative_to(run.path)}",
             f"the result: {result} ({how})",
         ]
         return table
