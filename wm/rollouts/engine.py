@@ -319,10 +319,11 @@ def evaluate_seeds(
 
     from wm.core.procpool import ProcessPool
     from wm.mpi import launched_size, make_pool
-    from wm.mpi.pool import SerialPool
+    from wm.mpi.pool import PROCESS, SerialPool
 
     workers = max(1, min(int(workers), len(seeds)))
-    if launched_size() > 1 and spec.kind not in ("dream", "random-dream"):
+    # one MPI pool per job: its close stops the ranks, so a later call (the τ sweep's next τ) uses local processes
+    if launched_size() > 1 and spec.kind not in ("dream", "random-dream") and not PROCESS.workers_released:
         timeout = float(spec.config().es.task_timeout)  # a task slower than this goes to another rank too
         with make_pool(init_worker, (spec,), timeout=timeout, retries=0, log=log) as pool:
             return run_seeds(pool, params, seeds, n_params, progress)
