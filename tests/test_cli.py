@@ -26,7 +26,8 @@ def test_help_lists_verbs_without_importing_heavy_modules(repo_root):
         "    for v in available_verbs():\n"
         "        try: main([v.verb, '--help'])\n"
         "        except SystemExit: pass\n"
-        "heavy = [m for m in ('tensorflow', 'keras', 'tensorflow_probability', 'gymnasium', 'vizdoom', 'cma', 'mpi4py')"
+        "heavy = [m for m in ('tensorflow', 'keras', 'tensorflow_probability', 'gymnasium', 'vizdoom', 'cma', 'mpi4py',"
+        " 'matplotlib')"
         " if m in sys.modules]\n"
         "print(heavy)\n"
     )

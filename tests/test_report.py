@@ -1,4 +1,5 @@
-"""Run report and Pillow plots: every relative link resolves, plots are valid PNGs of the expected size."""
+"""Run report and its figures: every relative link resolves, plots are valid PNGs of the expected size (the figures
+themselves: tests/test_plots.py)."""
 
 from __future__ import annotations
 
@@ -138,25 +139,35 @@ def test_series_dedupes_resumed_steps():
     assert xs == [1.0, 2.0, 3.0] and ys[:2] == [5.0, 3.0] and np.isnan(ys[2])
 
 
-def test_line_plot_draws_series_in_their_colours(tmp_path):
+def test_the_report_draws_the_rounds_and_the_sweep_figures(tmp_path):
+    """Under round control `plots/rounds.png` sits in the rounds section; with a sweep's JSON
+    `plots/temperature_sweep.png` in the sweep section (Doom: the paper's points beside)."""
     from PIL import Image
 
-    from wm.tools.plots import COLORS, line_plot, nice_ticks
+    from tests.test_plots import _rounds_run, _sweep_rows
 
-    assert nice_ticks(0, 49) == [0, 10, 20, 30, 40, 50]
-    assert nice_ticks(260, 792)[0] <= 260 and nice_ticks(260, 792)[-1] >= 792
-    path = line_plot(
-        tmp_path / "p.png",
-        {"a": ([0, 1, 2], [0, 1, 4]), "b": ([0, 2], [3, 3]), "empty": ([], [])},
-        title="t",
-        xlabel="x",
-        size=(320, 200),
-    )
-    with Image.open(path) as im:
-        assert im.format == "PNG" and im.size == (320, 200)
-        px = np.asarray(im.convert("RGB")).reshape(-1, 3)
-    present = {tuple(c) for c in px}
-    assert COLORS[0] in present and COLORS[1] in present and COLORS[2] not in present
+    run = _rounds_run(tmp_path)
+    md = R.render(run)
+    assert "## Iterative training" not in md and "rounds.png" not in md  # no round dirs: no rounds section
+    for k in (1, 2):
+        (run.path / f"round{k}").mkdir()
+    atomic_write_json(run.artifact("tau_sweep"), {"seeds": [1], "config_hash": "x", "rows": _sweep_rows()})
+    run.artifact("tau_sweep_table").write_text("# t\n\n| τ | dream |\n|---|---|\n| 1.15 | 950 ± 300 |\n")
+    md = R.render(run)
+    links = [x for x in _links(md) if not x.endswith("/report.md")]  # a round's own report: the pipeline writes it
+    assert all((run.path / link).is_file() for link in links), [x for x in links if not (run.path / x).is_file()]
+    rounds = md[md.index("## Iterative training") : md.index("## Evaluation")]
+    sweep = md[md.index("## Temperature sweep") : md.index("## Training curves")]
+    assert "(plots/rounds.png)" in rounds and "(plots/temperature_sweep.png)" in sweep
+    assert "Round control stopped: the rounds ran out." in rounds and "**the run's result**" in rounds
+    for name in ("rounds.png", "temperature_sweep.png"):
+        with Image.open(run.path / "plots" / name) as im:
+            assert im.format == "PNG" and im.size == (800, 450)
+    # a sweep table without its JSON: the table, no figure
+    run.artifact("tau_sweep").unlink()
+    (run.plots_dir / "temperature_sweep.png").unlink()
+    md = R.render(run)
+    assert "| 1.15 | 950 ± 300 |" in md and "temperature_sweep.png" not in md
 
 
 def test_report_missing_run_dir_is_an_error(tmp_path):

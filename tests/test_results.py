@@ -172,6 +172,28 @@ def test_cli_writes_the_table_and_json(tmp_path, capsys):
     assert doc["aggregate"]["all"]["ratio"] is None  # one run has no random baseline
 
 
+def test_cli_plot_writes_the_results_figure(tmp_path, capsys):
+    """`--plot`: results.png beside the table (the figure's content: tests/test_plots.py); refused with --paired."""
+    from PIL import Image
+
+    a, b = _run(tmp_path, "s0", seed=0), _run(tmp_path, "s1", seed=1)
+    _eval(a, [100, 300] * 50, seeds=SEEDS)
+    _eval(b, [300, 500] * 50, seeds=SEEDS)
+    _eval(a, [50] * 100, tag="random", seeds=SEEDS)
+    out = tmp_path / "out"
+    assert wm_main(["results", "--runs", str(a.path), str(b.path), "--out", str(out), "--resamples", "200", "--plot"]) == 0
+    assert f"{out / 'results.png'}" in capsys.readouterr().out.splitlines()[-1]
+    data = (out / "results.png").read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1024
+    with Image.open(out / "results.png") as im:
+        assert im.size == (800, 450)
+    assert wm_main(["results", "--runs", str(a.path), "--out", str(tmp_path / "plain"), "--resamples", "200"]) == 0
+    assert not (tmp_path / "plain" / "results.png").exists()  # only with --plot
+    bad = tmp_path / "bad"
+    assert wm_main(["results", "--paired", str(a.path), str(b.path), "--out", str(bad), "--plot"]) == 2
+    assert "--plot draws the --runs table" in capsys.readouterr().err and not bad.exists()
+
+
 @pytest.mark.parametrize("what", ["not a folder", "no config", "no eval", "a good run then a bad one", "twice"])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, what):
     good = _run(tmp_path, "good")
@@ -256,7 +278,7 @@ def test_results_help_loads_no_tensorflow(repo_root):
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         "    try: main(['results', '--help'])\n"
         "    except SystemExit: pass\n"
-        "print([m for m in ('tensorflow', 'keras', 'scipy') if m in sys.modules])\n"
+        "print([m for m in ('tensorflow', 'keras', 'scipy', 'matplotlib') if m in sys.modules])\n"
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=repo_root, timeout=120)
     assert res.returncode == 0, res.stderr

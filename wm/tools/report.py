@@ -4,7 +4,9 @@ Reads the run directory only (config.yaml, DONE files, metrics/*.jsonl, eval/*/s
 wrote); never imports TensorFlow. Sections: config summary, each stage's state, key figures and time, the
 evaluation table against the paper's numbers (docs/paper-settings.md §9), the τ sweep when there is one, training
 curves (V loss, M NLL, CMA-ES mean/best/eval per generation) and links to the images. Every link is relative and
-points to a file that exists when the report is written.
+points to a file that exists when the report is written. The figures (`wm.tools.plots`, matplotlib): the training
+curves, `plots/rounds.png` (each pass's dream score and real check, under round control) and
+`plots/temperature_sweep.png` (dream and real score against τ, the paper's points beside).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from wm.core.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
 from wm.envs.family import family
 from wm.rollouts.evaluation import pm
 from wm.rounds.iterate import evaluates_result_only
-from wm.tools.paper import paper_row
+from wm.tools.paper import PAPER_DOOM, paper_row
 from wm.tools.results import FEW_EPISODES
 
 CONFIG_KEYS = (
@@ -48,6 +50,8 @@ IMAGES = (
     ("V reconstructions (originals over reconstructions)", "reconstructions"),
     ("Dream rollouts of M with random actions, decoded by V", "dream_preview"),
 )  # (title, artifact key)
+ROUNDS_PNG = "rounds.png"  # plots/: each pass's checks (iterative training)
+SWEEP_PNG = "temperature_sweep.png"  # plots/: the τ sweep
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -180,6 +184,11 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
             if two
             else "; the best of them is the run's result."
         )
+    if checks and checks["passes"]:
+        from wm.tools.plots import rounds_plot
+
+        path = rounds_plot(run.plots_dir / ROUNDS_PNG, checks)
+        lines += ["", f"![Each pass's dream score and real check]({_rel(run, path)})"]
     return lines
 
 
@@ -251,7 +260,7 @@ def render(run: RunDir) -> str:
     lines += rounds_section(run, pipeline)
     lines += checks_section(run, cfg)
     lines += _evaluation_lines(run, cfg, env)
-    lines += _sweep_lines(run)
+    lines += _sweep_lines(run, env)
     plots = make_plots(run)
     lines += ["", "## Training curves", ""]
     lines += [f"![{title}]({_rel(run, p)})" for title, p in plots] or ["No training metrics yet."]
@@ -321,16 +330,33 @@ def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:
     return lines
 
 
-def _sweep_lines(run: RunDir) -> list[str]:
-    """The τ sweep's table and a link to its data, when the run has one."""
+def _sweep_lines(run: RunDir, env: str) -> list[str]:
+    """The τ sweep's table, its figure (dream and real score against τ, the paper's points beside where the game has
+    a τ table) and a link to its data, when the run has one."""
     sweep, data = run.artifact("tau_sweep_table"), run.artifact("tau_sweep")
     if not sweep.exists():
         return []
     body = "\n".join(ln for ln in sweep.read_text().splitlines() if not ln.startswith("# ")).strip()
     lines = ["", "## Temperature sweep", "", body]
+    rows = sweep_rows(run)
+    if rows:
+        from wm.tools.plots import sweep_plot
+
+        path = sweep_plot(run.plots_dir / SWEEP_PNG, rows, PAPER_DOOM if family(env).tau_table else None)
+        lines += ["", f"![Dream and real score against τ]({_rel(run, path)})"]
     if data.exists():
         lines += ["", f"Data: [{data.name}]({_rel(run, data)})"]
     return lines
+
+
+def sweep_rows(run: RunDir) -> list[dict[str, Any]]:
+    """The rows of `eval/temperature_sweep.json` ([] when it is missing or unreadable)."""
+    try:
+        doc = json.loads(run.artifact("tau_sweep").read_text())
+    except (OSError, ValueError):
+        return []
+    rows = doc.get("rows") if isinstance(doc, dict) else None
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 
 
 def _image_lines(run: RunDir) -> list[str]:

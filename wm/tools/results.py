@@ -2,9 +2,12 @@
 
     python -m wm results --runs runs/s0 runs/s1 runs/s2                       # → results/results.{md,json}
     python -m wm results --runs runs/s0 runs/s1 --frozen runs/s3 --out paper/  # rows of a frozen recipe too
+    python -m wm results --runs runs/s0 runs/s1 runs/s2 --plot                # + results/results.png
     python -m wm results --paired runs/s6 runs/s6-v3 --paired runs/s6/round4 runs/s6-v3  # B − A, paired by seed
 
 One row per run, then an "all runs" row; the Markdown table is printed and written with a JSON of every figure.
+`--plot` also writes `results.png` (`wm.tools.plots.results_figure`): each run's mean with its bootstrap 95 % CI as
+error bars, the random policy's mean beside it where recorded, and the pooled mean over the runs as a line.
 
 A run's row is its result C's evaluation `eval/<tag>/` (`--tag`, default `real`). Which C is the result: with
 iterative training under round control, the pass named by round control's record (`wm.rounds.record.round_checks`);
@@ -48,6 +51,7 @@ from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text, read_js
 
 RESULTS_MD = "results.md"
 RESULTS_JSON = "results.json"
+RESULTS_PNG = "results.png"  # --plot: each run's mean and CI, the random policy's, the pooled mean (wm.tools.plots)
 PAIRED_MD = "paired.md"
 PAIRED_JSON = "paired.json"
 RANDOM_TAG = "random"  # `evaluate --random`'s default tag
@@ -395,12 +399,19 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--random-tag", default=RANDOM_TAG, help=f"the random baseline's eval/<tag> (default: {RANDOM_TAG})")
     p.add_argument("--resamples", type=int, default=10000, help="bootstrap resamples (default: 10000)")
     p.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap's generator (default: 0)")
+    p.add_argument(
+        "--plot",
+        action="store_true",
+        help=f"also write <out>/{RESULTS_PNG}: each run's mean with its 95 %% CI, the random policy's, the pooled mean",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
     if args.paired:
         if args.runs or args.frozen:
             raise WMError("--paired makes its own table: give it without --runs/--frozen")
+        if args.plot:
+            raise WMError("--plot draws the --runs table: give it without --paired")
         doc = gather_paired(args.paired, args.tag, args.resamples, args.bootstrap_seed)
         table, names = format_paired(doc), (PAIRED_MD, PAIRED_JSON)
     else:
@@ -412,6 +423,11 @@ def main(args: argparse.Namespace) -> int:
     out = Path(args.out)
     atomic_write_json(out / names[1], doc)
     atomic_write_text(out / names[0], table)
+    written = [out / names[0], out / names[1]]
+    if args.plot:
+        from wm.tools.plots import results_plot
+
+        written.append(results_plot(out / RESULTS_PNG, doc))
     sys.stdout.write(table)
-    print(f"\nwritten: {out / names[0]}, {out / names[1]}")
+    print(f"\nwritten: {', '.join(str(p) for p in written)}")
     return 0
