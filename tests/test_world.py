@@ -142,3 +142,36 @@ def test_mpi_pool_gives_the_serial_results(tmp_path, repo_root):
     np.testing.assert_array_equal(np.array(mr), r)
     np.testing.assert_array_equal(np.array(mln), ln)
     assert lost == 0
+
+
+_MPI_TWICE = """
+import json, sys
+sys.path.insert(0, {root!r})
+from wm.mpi import launched_rank
+from wm.mpi.pool_mpi import serve
+from wm.core import config as C
+from wm.rollouts.engine import EvalSpec, evaluate_seeds
+if launched_rank() > 0:
+    sys.exit(serve())
+cfg = C.load(["doom_takecover", "tiny"], [])
+from wm.envs import action_dim
+from wm.models.controller import Controller
+n = Controller.from_config(cfg, action_dim(cfg)).n_params
+spec = EvalSpec("toy", cfg.to_dict(), ".")
+runs = [evaluate_seeds(spec, None, list(range(10)), n)[0].tolist() for _ in range(2)]
+print(json.dumps(runs))
+"""
+
+
+@pytest.mark.mpi
+@pytest.mark.timeout(300)
+def test_two_evaluations_of_one_mpi_job_both_play(tmp_path, repo_root):
+    """The first evaluation of a command under mpirun plays on the ranks and closes their pool; a second one (the τ
+    sweep's next τ) plays on local processes with the same results (before: it waited for ranks that had exited)."""
+    script = tmp_path / "twice.py"
+    script.write_text(_MPI_TWICE.format(root=str(repo_root)))
+    mpirun = str(__import__("pathlib").Path(sys.executable).with_name("mpirun"))
+    p = subprocess.run([mpirun, "-n", "3", sys.executable, str(script)], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-2000:]
+    first, second = json.loads(p.stdout.strip().splitlines()[-1])
+    assert first == second and len(first) == 10
