@@ -6,9 +6,10 @@
 Each measurement is one `mpirun -n R python -m wm <stage>` in a fresh run directory (R = 2: the dispatching rank 0 and
 one playing rank; R = 3: two playing ranks), timed from start to exit, so start-up (ViZDoom's, the ranks') is in both
 and the ratio is what a user sees; for evaluate also its episodes alone (the summary's `seconds`: every rank imports
-TensorFlow first, seconds that do not shrink with the ranks). `collect` plays the tiny preset's data policy; `evaluate --random` plays the random
-policy on the evaluation seeds (the same engine path as C's real-game evaluation, without needing a trained C). Both
-runs of a stage must give the same episodes (the bench checks the scores), so the speed-up is of the same work.
+TensorFlow first, seconds that do not shrink with the ranks). `collect` plays the tiny preset's data policy;
+`evaluate --random` plays the random policy on the evaluation seeds (the same engine path as C's real-game
+evaluation, without needing a trained C). Both runs of a stage must give the same episodes (the bench checks the
+scores), so the speed-up is of the same work.
 
 The dispatch cost: rank 0's MPI pool (`wm.mpi.make_pool`) maps a task that does nothing over `--tasks` payloads on 2
 worker ranks; its wall time per task is the master's round trip (send, the worker's receive and reply, the poll).
