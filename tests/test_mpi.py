@@ -70,6 +70,24 @@ def test_three_ranks_match_the_serial_run(tmp_path, repo_root, serial):
     assert RunDir(run).is_done("train-controller")
 
 
+def test_ranks_over_two_hosts_of_a_hostfile_match_the_serial_run(tmp_path, repo_root, serial):
+    """A job whose hostfile names two hosts (this machine under two names, started with Hydra's fork launcher as a
+    cluster's would start them over ssh), through the pipeline's launcher template: the same history as one process."""
+    import socket
+
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"localhost:2\n{socket.gethostname()}:1\n")
+    run = tmp_path / "two-hosts"
+    argv = cmd(run, ranks=1)  # the python command; the launcher goes in front of it as the pipeline puts it
+    from wm.core.launcher import Launcher
+
+    launcher = Launcher.parse(f"{MPIRUN} -launcher fork -f {hosts} -n {{n}}")
+    p = subprocess.run([*launcher.prefix(3), *argv], capture_output=True, text=True, timeout=120, cwd=repo_root)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "MPI pool: 2 worker ranks ready" in p.stdout
+    assert history(run) == history(serial) and RunDir(run).is_done("train-controller")
+
+
 def test_draws_and_the_real_pick_over_ranks_match_the_serial_run(tmp_path, repo_root):
     """Two draws then the pick: the worker ranks get a new context for the pick (`MPIPool.reinit`) and play the
     same episodes the serial run plays; the same checks, real results and best.npz."""
