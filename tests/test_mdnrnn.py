@@ -451,6 +451,22 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
         assert not np.allclose(plain, full, rtol=1e-4)
 
 
+@pytest.mark.parametrize("batching", ["streams", "episodes"])
+def test_a_rerun_that_finds_the_training_done_reports_the_same_figures(tmp_path, batching):
+    """Killed after its last checkpoint but before its DONE, the rerun trains no step: its DONE still says the last
+    step's losses (before: NaN, from a rerun that read back no step; the kill campaign found it)."""
+    from wm.stages import train_mdnrnn
+
+    cfg, run = _stage_run(tmp_path, batching)
+    run.mark_done("encode", {})
+    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    first = run.done_info("train-mdnrnn")
+    assert np.isfinite(first["mdnrnn/nll"]) and np.isfinite(first["mdnrnn/done_loss"])
+    run.clear_done("train-mdnrnn")  # as a kill between the final checkpoint and DONE leaves it
+    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    assert run.done_info("train-mdnrnn") == first
+
+
 def test_stage_writes_dream_preview_gif(tmp_path):
     from PIL import Image
 

@@ -74,7 +74,10 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
         state, schedule = _restore(cfg, run, opts, model, ckpt, out, log)
         train_step = make_train_step(model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight))
-        last = [float("nan")] * 3  # the last step's (nll, done_loss, reward_loss), read back
+        # the last step's (nll, done_loss, reward_loss), read back; kept in the checkpoint's state, so a rerun that
+        # finds the training done (killed before its DONE) reports the same figures as an unbroken run
+        last = [float(x) for x in state.get("last_losses", [float("nan")] * 3)]
+        state["last_losses"] = last
         pending = Deferred(READ_EVERY, _handler(ckpt, log, schedule, reward_head, last))
         fit = _Fit(model, train_step, state, pending, ckpt, out, tf)
         if m_cfg.batching == "episodes":
