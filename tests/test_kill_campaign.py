@@ -29,7 +29,7 @@ from wm.core.rundir import STAGES, RunDir
 pytestmark = [pytest.mark.slow, pytest.mark.env]
 
 ROOT = Path(__file__).resolve().parents[1]
-CAMPAIGN_SEED = int(os.environ.get("WM_KILL_SEED", "20261203"))
+CAMPAIGN_SEED = int(os.environ.get("WM_KILL_SEED", "1"))
 CONFIG = ["--configs", "doom_takecover", "tiny"]
 SETS = ["--set", "collect.episodes=8", "env.max_steps=200", "vae.checkpoint_every=10", "mdnrnn.checkpoint_every=10"]
 SETS += ["es.generations=3", "evaluate.episodes=4"]
