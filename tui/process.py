@@ -80,13 +80,9 @@ def pipeline_command(
     """
     if mpi < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {mpi}")
-    argv = [*(python or default_python()), "-m", "wm", PIPELINE, "--run", str(run)]
-    if configs:
-        argv += ["--configs", *configs]
-    if sets:
-        argv += ["--set", *sets]
-    if force:
-        argv.append("--force")
+    from wm.cli import wm_command
+
+    argv = wm_command(PIPELINE, run, configs, sets, force, python or default_python())
     if mpi > 1:
         argv += ["--mpi", str(mpi)]
         if launcher is not None:

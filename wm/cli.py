@@ -66,6 +66,26 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
     )
 
 
+def wm_command(
+    verb: str,
+    run: str | os.PathLike[str],
+    configs: Sequence[str] = (),
+    sets: Sequence[str] = (),
+    force: bool = False,
+    python: Sequence[str] | None = None,
+) -> list[str]:
+    """`python -m wm <verb> --run RUN [--configs B ...] [--set k=v ...] [--force]`: the part every command line this
+    suite builds shares (`stage_command`'s, the TUI's pipeline launch)."""
+    argv = [*(python or [sys.executable]), "-m", "wm", verb, "--run", str(run)]
+    if configs:
+        argv += ["--configs", *configs]
+    if sets:
+        argv += ["--set", *sets]
+    if force:
+        argv.append("--force")
+    return argv
+
+
 def stage_command(
     verb: str,
     run: str | os.PathLike[str],
@@ -94,13 +114,7 @@ def stage_command(
 
     if ranks > 1 and not any(v.verb == verb and getattr(v, "ranks", False) for v in VERBS):
         raise ValueError(f"{verb} does not run across MPI ranks")
-    argv = [*(python or [sys.executable]), "-m", "wm", verb, "--run", str(run)]
-    if configs:
-        argv += ["--configs", *configs]
-    if sets:
-        argv += ["--set", *sets]
-    if force:
-        argv.append("--force")
+    argv = wm_command(verb, run, configs, sets, force, python)
     if progress_every is not None:
         argv += ["--progress-every", f"{progress_every:g}"]
     if ranks > 1:

@@ -415,12 +415,8 @@ class RunScreen(Screen[None]):
         if self.states.get(self.verb) in ("running", "starting", "stopping"):
             self.notify(f"{self.verb} is already running", severity="warning")
             return
-        from wm.core.config import blocks
-
-        try:
-            names = list(blocks())
-        except Exception as e:
-            self.notify(f"cannot read configs/: {e}", severity="error")
+        names = self._config_blocks()
+        if names is None:
             return
 
         def answered(req: LaunchRequest | None) -> None:
@@ -430,6 +426,16 @@ class RunScreen(Screen[None]):
         self.app.push_screen(
             LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), answered
         )
+
+    def _config_blocks(self) -> list[str] | None:
+        """The config blocks the launch forms offer (configs/), or None after saying why they cannot be read."""
+        from wm.core.config import blocks
+
+        try:
+            return list(blocks())
+        except Exception as e:
+            self.notify(f"cannot read configs/: {e}", severity="error")
+            return None
 
     def launched(self, verb: str) -> None:
         """Called by the app once it has launched `verb`: show its output and read the new state."""
@@ -450,12 +456,8 @@ class RunScreen(Screen[None]):
             self.notify(f"the pipeline is already running (pid {proc.pid}): S stops it", severity="warning")
             self.action_tab("pipeline")
             return
-        from wm.core.config import blocks
-
-        try:
-            names = list(blocks())
-        except Exception as e:
-            self.notify(f"cannot read configs/: {e}", severity="error")
+        names = self._config_blocks()
+        if names is None:
             return
         try:
             cfg = resolve(self.run.path, [], [])  # the stored config (or the defaults): its es.popsize caps --mpi
