@@ -104,19 +104,28 @@ def test_dream_evaluation_and_gif(tmp_path):
     assert s["mean"] == pytest.approx(np.mean([r["return"] for r in rows]))
     assert all(1 <= r["length"] <= 24 for r in rows)
     assert not run.is_done("evaluate") and not (run.path / "eval/summary.json").exists()  # a side run
-    # the GIF replays episode 0: one decoded dream panel, ceil(length / stride) frames
+    # the GIF replays episode 0: one decoded dream panel between its label strips, ceil(length / stride) frames
     from PIL import Image
 
     with Image.open(run.path / "eval/dream/episode_000.gif") as im:
-        assert im.size == (192, 192)
+        assert im.size == (recording.PANEL_SIZE, recording.PANEL_SIZE + 2 * recording.STRIP)
         assert im.n_frames == math.ceil(rows[0]["length"] / 2)
+    # the recording's rewards (the return in its labels) are the evaluated episode's
+    from wm.rollouts.world import load_world
+
+    params = load_world(cfg, run, need=("params",)).params
+    cfg_t = C.update(cfg, {"dream": {"temperature": 1.15}}, source="test")
+    rec = recording.record_episode(cfg_t, run, "dream", params, 500)
+    assert len(rec["reward"]) == len(rec["dream"]) == rows[0]["length"]
+    assert rec["reward"].sum() == pytest.approx(rows[0]["return"])
 
 
 def test_episode_panels_shape():
     frames = {k: np.zeros((7, 64, 64, 3), np.uint8) for k in ("input", "reconstruction")}
     frames["real"] = np.zeros((7, 240, 320, 3), np.uint8)
     out = recording.episode_panels(frames, stride=3)
-    assert out.shape == (3, 192, 3 * 196 - 4, 3)
+    size, strip = recording.PANEL_SIZE, recording.STRIP
+    assert out.shape == (3, size + 2 * strip, 3 * (size + 4) - 4, 3)  # names above, the step below
 
 
 @pytest.mark.env
@@ -170,8 +179,14 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     from PIL import Image
 
     with Image.open(run.path / "eval/real/episode_000.gif") as im:
-        assert im.size == (3 * 196 - 4, 192)  # real screen | 64×64 input | V reconstruction
+        size, strip = recording.PANEL_SIZE, recording.STRIP
+        assert im.size == (3 * (size + 4) - 4, size + 2 * strip)  # real screen | 64×64 input | V reconstruction
         assert im.n_frames == math.ceil(rows[0]["length"] / 2)
+    from wm.rollouts.world import load_world
+
+    rec = recording.record_episode(cfg, run, "real", load_world(cfg, run, need=("params",)).params, 500)
+    assert len(rec["reward"]) == len(rec["real"]) == rows[0]["length"]
+    assert rec["reward"].sum() == pytest.approx(rows[0]["return"])  # the return the labels show, step by step
 
 
 @pytest.mark.env

@@ -60,3 +60,33 @@ def save_gif(path: str | Path, frames: np.ndarray, fps: int = 20) -> None:
     images = [Image.fromarray(f) for f in frames]
     with atomic_path(path) as tmp:
         images[0].save(tmp, format="GIF", save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+
+
+def gif_durations(ends_s: Sequence[float]) -> list[int]:
+    """Per-frame GIF durations (ms, whole centiseconds: the format's unit) of frames that end at `ends_s` seconds:
+    rounded on the running time, not frame by frame, so a long GIF keeps to real time (within 5 ms, or 10 where a
+    frame is raised to 20 ms: browsers play shorter frames at 100 ms)."""
+    ends = [round(e * 100) * 10 for e in ends_s]
+    return [max(20, b - a) for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+
+
+def encode_gif(frames: np.ndarray, durations_ms: Sequence[int] | int, colors: int = 128) -> bytes:
+    """(T, H, W, 3) frames → the bytes of a looping GIF with one shared palette, undithered.
+
+    One palette (median cut over up to 16 evenly spaced frames) instead of Pillow's per-frame palettes: no colour
+    table per frame, no flicker, and without dithering the unchanged areas (borders, label strips) stay identical
+    from frame to frame, which GIF's frame differencing and LZW exploit (about 2× smaller on game frames)."""
+    import io
+
+    from PIL import Image
+
+    frames = to_uint8(frames)
+    sample = frames[np.unique(np.linspace(0, len(frames) - 1, min(16, len(frames))).astype(int))]
+    palette = Image.fromarray(np.concatenate(list(sample), axis=0)).quantize(
+        colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+    )
+    images = [Image.fromarray(f).quantize(palette=palette, dither=Image.Dither.NONE) for f in frames]
+    durations = [int(durations_ms)] * len(images) if isinstance(durations_ms, int) else [int(d) for d in durations_ms]
+    buf = io.BytesIO()
+    images[0].save(buf, format="GIF", save_all=True, append_images=images[1:], duration=durations, loop=0)
+    return buf.getvalue()

@@ -4,6 +4,11 @@ TensorBoard under `tb/<stage>/` (default) and MLflow (`wm.core.mlflow_sink`, off
     with make_logger(run, "train-vae") as log:
         log.info("training on %d episodes", n)          # → logs/vae.log and the console
         log.scalars(step, {"vae/loss": 41.2, "vae/kl": 32.0})
+        log.image("vae/reconstructions", grid)          # → TensorBoard's Images tab (HWC uint8), at the last step
+
+TensorBoard also gets the run's settings once per stage, as hparams (`Logger.hparams`): when a stage's logger closes
+cleanly after logging scalars, the flattened config's scalar values with the last value of every scalar key as the
+metrics, in `tb/<stage>/hparams/` (the HParams tab compares runs by them).
 
 Keys are namespaced by stage (`vae/`, `mdnrnn/`, `es/`, `eval/`, `collect/`). The TUI and the report read
 only the JSONL; nobody parses the log text.
@@ -35,7 +40,10 @@ class Logger:
         self.metrics_path.parent.mkdir(parents=True, exist_ok=True)
         self._jsonl = open(self.metrics_path, "a")
         self._tb = self._mlflow = None
-        cfg = run.load_config()
+        self._step = 0  # the last step `scalars` got (where `image` puts a picture given no step)
+        self._final: dict[str, float] = {}  # every scalar key's last finite value: the stage's final metrics
+        self._hparams_done = False
+        cfg = self._cfg = run.load_config()
         sinks = list(cfg.metrics.sinks) if cfg is not None else ["tensorboard"]
         if tensorboard and "tensorboard" in sinks:
             # tensorboardX (numpy + protobuf only, no TF import) is imported here, not at module level: it adds
@@ -82,6 +90,8 @@ class Logger:
             console: True prints every call, False never, a float prints at most once per that many seconds.
         """
         clean = {k: float(v) for k, v in values.items()}
+        self._step = int(step)
+        self._final.update({k: v for k, v in clean.items() if math.isfinite(v)})
         record = {
             "step": int(step),
             "time": round(time.time(), 3),
@@ -101,7 +111,39 @@ class Logger:
             body = figures({k: v for k, v in clean.items() if k.split("/", 1)[-1] != "step"})  # the step leads the line
             self._log.info("step %d  %s  (%.0fs)", step, body, now - self._start)
 
-    def close(self) -> None:
+    def image(self, tag: str, img: Any, step: int | None = None) -> None:
+        """A picture (H, W, 3) — uint8, or floats in [0, 1] — as TensorBoard image `tag` at `step` (default: the
+        last step `scalars` got). Only TensorBoard takes it; MLflow gets the stage's PNG and GIF files at close."""
+        import numpy as np
+
+        from wm.core.errors import WMError
+        from wm.core.media import to_uint8
+
+        arr = np.asarray(img)
+        if arr.ndim != 3 or arr.shape[2] not in (1, 3, 4) or 0 in arr.shape:
+            raise WMError(f"image {tag!r}: expected an (H, W, 3) picture, got an array of shape {arr.shape}")
+        if self._tb is not None:
+            self._tb.add_image(tag, to_uint8(arr), self._step if step is None else int(step), dataformats="HWC")
+
+    def hparams(self, config: dict[str, Any], metrics: dict[str, float]) -> None:
+        """The run's settings as TensorBoard hparams (tensorboardX `add_hparams`, session `tb/<stage>/hparams/`):
+        the flattened `config`'s scalar values (bool, int, float, str; lists and nulls are left out) and the finite
+        `metrics`, at the last step. Once per logger: `close` calls it with the config and the final metrics unless
+        the stage did."""
+        from wm.core.config import flatten
+
+        self._hparams_done = True
+        if self._tb is None:
+            return
+        hp = {k: v for k, v in flatten(config).items() if isinstance(v, (bool, int, float, str))}
+        mets = {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+        self._tb.add_hparams(hp, mets, name="hparams", global_step=self._step)
+
+    def close(self, hparams: bool = True) -> None:
+        """Flush and close every sink; with `hparams` (a clean exit), first the stage's hparams unless logged already
+        or there is nothing to log (no config, no scalars)."""
+        if hparams and not self._hparams_done and self._tb is not None and self._cfg is not None and self._final:
+            self.hparams(self._cfg.to_dict(), self._final)
         self._jsonl.close()
         if self._tb is not None:
             self._tb.close()
@@ -119,7 +161,7 @@ class Logger:
             # into the log file only: the CLI prints the one `error:` line the user sees
             rec = self._log.makeRecord(self._log.name, logging.ERROR, "", 0, "%s: %s", (type(e).__name__, e), None)
             self._file.handle(rec)
-        self.close()
+        self.close(hparams=e is None)  # a failed or stopped stage has no final metrics to compare runs by
 
 
 def make_logger(run: RunDir, stage_key: str, console: bool = True) -> Logger:
