@@ -30,7 +30,7 @@ def calibrate_done(m, c, mu0, params, steps: int = 200, n: int = 64, mean_len: f
     import numpy as np
     import tensorflow as tf
 
-    from wm.models import mixture
+    from wm.models import mixture_tf
 
     @tf.function
     def roll(z, p):
@@ -39,7 +39,7 @@ def calibrate_done(m, c, mu0, params, steps: int = 200, n: int = 64, mean_len: f
             a = c.act_tf(p, z, *state)
             out, state = m.step(z, a, state, tf.fill([n], tf.cast(t == 0, tf.float32)))
             logits = logits.write(t, out.done_logit)
-            z = mixture.sample_mixture(
+            z = mixture_tf.sample_mixture(
                 out.logmix, out.mu, out.logstd, 1.25, tf.random.uniform(tf.shape(z)), tf.random.normal(tf.shape(z))
             )
         return logits.stack()

@@ -51,7 +51,8 @@ def build(impl: str, size: dict, restarts: bool = True, xla: bool = False):
     import keras
     import tensorflow as tf
 
-    from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step
+    from wm.models.mdnrnn import MDNRNN, make_optimizer
+    from wm.models.mdnrnn_tf import make_train_step
 
     keras.utils.set_random_seed(0)
     m = MDNRNN(size["z"], 1, size["hidden"], 5, True, lstm=impl)
@@ -113,7 +114,8 @@ def loop(size: dict, steps: int, rounds: int) -> dict:
     import tensorflow as tf
 
     from wm.data.sequences import StreamBatches
-    from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step
+    from wm.models.mdnrnn import MDNRNN, make_optimizer
+    from wm.models.mdnrnn_tf import make_train_step
     from wm.models.training import prefetch
     from wm.stages.train_mdnrnn import READ_EVERY
 

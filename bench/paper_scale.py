@@ -127,7 +127,8 @@ def m_vae(cfg, seconds: float) -> dict:
     import keras
 
     from wm.data.frames import decode_files, frame_dataset
-    from wm.models.vae import ConvVAE, make_optimizer, make_train_step, use_xla
+    from wm.models.vae import ConvVAE, make_optimizer
+    from wm.models.vae_tf import make_train_step, use_xla
 
     v = cfg.vae
     keras.utils.set_random_seed(0)
@@ -170,7 +171,8 @@ def m_encode(cfg, seconds: float) -> dict:
     from wm.core import tf_setup
 
     tf = tf_setup.setup(threads=None, gpu=True)
-    from wm.models.vae import ConvVAE, make_encoder
+    from wm.models.vae import ConvVAE
+    from wm.models.vae_tf import make_encoder
 
     enc = make_encoder(ConvVAE(int(cfg.vae.z_dim)))
     b = int(cfg.encode.batch_size)
@@ -193,7 +195,8 @@ def m_mdnrnn(cfg, seconds: float) -> dict:
 
     from bench.mdnrnn_lstm import batch
     from wm.envs import action_dim
-    from wm.models.mdnrnn import MDNRNN, make_optimizer, make_train_step
+    from wm.models.mdnrnn import MDNRNN, make_optimizer
+    from wm.models.mdnrnn_tf import make_train_step
 
     m_cfg, a_dim = cfg.mdnrnn, action_dim(cfg)
     seq = int(m_cfg.seq_len) - (1 if m_cfg.batching == "episodes" else 0)

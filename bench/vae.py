@@ -6,7 +6,7 @@ Prints one JSON object. Each measurement runs in its own subprocess so its peak 
 "stream" is the train-vae pipeline (tf.data over the .npz shards: parallel decode, shuffle buffer, prefetch);
 "memory" is the authors' scheme (every frame in one uint8 array, random batches by index, docs/paper-settings.md §2).
 Both run the same compiled train step of the paper's ConvVAE (z=64, batch 100). "xla" is `vae.jit_compile: auto`'s
-probe (`wm.models.vae.xla_probe`): the graph and the XLA train step timed in one process, at the `small` presets'
+probe (`wm.models.vae_tf.xla_probe`): the graph and the XLA train step timed in one process, at the `small` presets'
 batch of 32; which is faster depends on the CPU.
 """
 
@@ -58,10 +58,11 @@ def worker(mode: str, folder: Path, steps: int, warmup: int, batch: int, buffer:
 
     tf = tf_setup.setup()
     from wm.data.episodes import list_episodes, read_episode
-    from wm.models.vae import ConvVAE, make_encoder, make_optimizer, make_train_step
+    from wm.models.vae import ConvVAE, make_optimizer
+    from wm.models.vae_tf import make_encoder, make_train_step
 
     if mode == "xla":
-        from wm.models.vae import xla_probe
+        from wm.models.vae_tf import xla_probe
 
         return xla_probe(64, 32, 0.5, steps=steps)
     paths = list_episodes(folder)

@@ -14,8 +14,9 @@ from wm.core.config import defaults, update  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.rundir import RunDir, atomic_savez  # noqa: E402
 from wm.data.episodes import episode_name, write_episode  # noqa: E402
-from wm.models import mixture  # noqa: E402
-from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer, make_train_step  # noqa: E402
+from wm.models import mixture, mixture_tf  # noqa: E402
+from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer  # noqa: E402
+from wm.models.mdnrnn_tf import make_train_step  # noqa: E402
 
 
 def np_nll(logmix, mu, logstd, target):
@@ -67,15 +68,15 @@ def test_temperature_sampling():
     u = tf.constant(rng.random((n, 1)), tf.float32)
     eps = tf.constant(rng.standard_normal((n, 1)), tf.float32)
     for tau in (1.0, 1.5, 0.5):
-        z = mixture.sample_mixture(logmix, mu, logstd, tau, u, eps).numpy()[:, 0]
+        z = mixture_tf.sample_mixture(logmix, mu, logstd, tau, u, eps).numpy()[:, 0]
         comp = np.digitize(z, [-50, 50])
         p = np.array([0.5, 0.3, 0.2]) ** (1 / tau)
         np.testing.assert_allclose(np.bincount(comp, minlength=k) / n, p / p.sum(), atol=0.015)  # logits / τ
         np.testing.assert_allclose(z[comp == 2].std(), 2.0 * np.sqrt(tau), rtol=0.05)  # σ·√τ
         # the same distribution as the TFP tempered mixture
-        d = mixture.tempered(logmix[:1], mu[:1], logstd[:1], tau)
+        d = mixture_tf.tempered(logmix[:1], mu[:1], logstd[:1], tau)
         np.testing.assert_allclose(d.mixture_distribution.probs_parameter().numpy()[0, 0], p / p.sum(), rtol=1e-5)
-    z = mixture.sample_mixture(logmix, mu, logstd, 0.01, u, eps).numpy()[:, 0]
+    z = mixture_tf.sample_mixture(logmix, mu, logstd, 0.01, u, eps).numpy()[:, 0]
     assert np.mean(np.abs(z + 100) < 1.0) > 0.99  # τ → 0 concentrates on the top component
 
 
@@ -87,7 +88,7 @@ def test_low_temperature_keeps_a_uniform_mixture_uniform():
     mu = tf.constant(100.0 * np.arange(k), tf.float32) * tf.ones((n, 1, 1))
     logstd = tf.zeros((n, 1, k))
     u = tf.constant(np.random.default_rng(2).random((n, 1)), tf.float32)
-    z = mixture.sample_mixture(logmix, mu, logstd, 0.01, u, tf.zeros((n, 1))).numpy()[:, 0]
+    z = mixture_tf.sample_mixture(logmix, mu, logstd, 0.01, u, tf.zeros((n, 1))).numpy()[:, 0]
     np.testing.assert_allclose(np.bincount(np.rint(z / 100).astype(int), minlength=k) / n, np.full(k, 1 / k), atol=0.02)
 
 

@@ -12,6 +12,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from wm.core.errors import WMError  # noqa: E402
+from wm.models import lstm_cudnn  # noqa: E402
 from wm.models import mdnrnn as M  # noqa: E402
 from wm.models.mdnrnn import MDNRNN, from_keras_layout, keras_layout, resolve_lstm  # noqa: E402
 
@@ -86,7 +87,7 @@ def test_keras_path_equals_the_custom_cell_carracing():
 def test_the_comparison_fails_without_the_restart_or_the_forget_bias(monkeypatch):
     """The equality above is not vacuous: ignoring the restarts, or dropping the +1 forget bias, is caught."""
     custom, kpath = _pair(done=True)
-    monkeypatch.setattr(M, "restart_segments", lambda lstm, x, h0, c0, r: lstm(x, initial_state=[h0, c0]))
+    monkeypatch.setattr(lstm_cudnn, "restart_segments", lambda lstm, x, h0, c0, r: lstm(x, initial_state=[h0, c0]))
     out, st, _ = _max_diffs(custom, kpath, True, RESTARTS["middle"])
     assert out > 1e-3 and st > 1e-3
     monkeypatch.undo()
@@ -162,7 +163,8 @@ def test_auto_and_bad_names():
 
 def test_compiled_train_steps_agree():
     """The train step (tf.function, clipped Adam) gives the same losses and weights on either path, state carried."""
-    from wm.models.mdnrnn import make_optimizer, make_train_step
+    from wm.models.mdnrnn import make_optimizer
+    from wm.models.mdnrnn_tf import make_train_step
 
     models = _pair(done=True)
     z, a, r, state = _inputs(True, RESTARTS["middle"])

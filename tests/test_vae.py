@@ -233,7 +233,8 @@ def test_xla_step_equals_the_graph_step_and_bad_settings_are_named():
     import tensorflow as tf
 
     from wm.data.frames import decode_files
-    from wm.models.vae import PROBE_FRAMES, ConvVAE, make_train_step, probes_xla, use_xla, xla_probe
+    from wm.models.vae import ConvVAE
+    from wm.models.vae_tf import PROBE_FRAMES, make_train_step, probes_xla, use_xla, xla_probe
 
     x = tf.constant(np.random.default_rng(0).integers(0, 256, (8, 64, 64, 3), dtype=np.uint8))
     runs = []

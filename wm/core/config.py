@@ -171,6 +171,7 @@ def cast(key: str, value: Any, default: Any) -> Any:
 # each element. Keys not named take any value of their default's type.
 RULES: dict[str, tuple[str, ...] | str] = {
     "run.seed": ">= 0",
+    "run.backend": ("auto", "tensorflow", "jax"),
     "env.preprocess": ("ha2018", "clean"),
     "env.max_steps": ">= 1",
     "env.doom_skill": "[1, 5]",

@@ -167,7 +167,7 @@ STAGES: tuple[Stage, ...] = (
         "train V (ConvVAE) on the episodes, streamed",
         sections=("vae",),
         role="world",
-        tf=True,
+        tf=False,  # its backend is the config's run.backend: TensorFlow is imported (or not) by the stage
         reads=("episodes",),
         writes=("vae_weights", "reconstructions"),
         key_figures=("vae/epoch", "vae/loss", "vae/val_loss"),
@@ -207,7 +207,7 @@ STAGES: tuple[Stage, ...] = (
         "train M (MDN-RNN) on series/",
         sections=("mdnrnn",),
         role="world",
-        tf=True,
+        tf=False,  # its backend is the config's run.backend: TensorFlow is imported (or not) by the stage
         reads=("series", "initial_z"),
         writes=("mdnrnn_weights", "dream_preview"),
         key_figures=("mdnrnn/step", "mdnrnn/nll", "mdnrnn/done_loss"),

@@ -39,7 +39,7 @@ def quiet_import():
     """
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    _keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     sys.stderr.flush()
     saved = os.dup(2)
@@ -54,6 +54,13 @@ def quiet_import():
         os.close(saved)
         os.close(devnull)
     return tf
+
+
+def _keras_on_tensorflow() -> None:
+    """Keras on TensorFlow in a process that sets TF up (every stage but a JAX run's train-vae and train-mdnrnn,
+    `wm.core.backend`): a `KERAS_BACKEND=jax` left in the shell must not send encode or the dream to JAX."""
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "tensorflow"
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,7 @@ def setup(threads: int | None | str = AUTO, gpu: bool | str = AUTO, mixed_precis
     Raises:
         WMError: the call asks for another GPU set after TF started in this process (see the module docstring).
     """
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    _keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     want = decide(threads, gpu)  # before the import: a hidden GPU is never probed
     tf = quiet_import()

@@ -13,7 +13,7 @@ TensorFlow is imported inside the functions (this module sits under `wm/data`, n
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -119,6 +119,92 @@ def frame_dataset(
     opts.deterministic = True
     opts.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     return ds.prefetch(tf.data.AUTOTUNE).with_options(opts)
+
+
+def frame_batches(
+    paths: Sequence[Path],
+    batch_size: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle_buffer: int = 0,
+    skip_batches: int = 0,
+    cycle: int = 4,
+    drop_remainder: bool = True,
+    frame_shape=(64, 64, 3),
+    failures: dict[str, str] | None = None,
+) -> Iterator[np.ndarray]:
+    """uint8 (B, 64, 64, 3) NumPy batches over the frames of `paths`: `frame_dataset`'s design without TensorFlow.
+
+    For a backend that takes NumPy batches (JAX, `wm.models.jax_steps`). The same epoch file order, `cycle` files
+    open at once and interleaved frame by frame (each decoded ahead in a thread; np.load's decompression releases
+    the GIL), a shuffle buffer of `shuffle_buffer` frames, then batches; a function of (seed, epoch) only, so a
+    resume skips the consumed batches. The order is not tf.data's: its shuffle draws from TensorFlow's generator.
+    """
+    order = epoch_order(paths, seed, epoch) if shuffle_buffer > 0 else list(paths)
+    frames = _interleaved(order, max(1, min(cycle, len(order))), tuple(int(d) for d in frame_shape), failures)
+    if shuffle_buffer > 0:
+        frames = _shuffled(frames, int(shuffle_buffer), np.random.default_rng([seed, epoch, 0x5EED]))
+    batch, n = [], 0
+    for frame in frames:
+        batch.append(frame)
+        if len(batch) == batch_size:
+            n += 1
+            if n > skip_batches:
+                yield np.stack(batch)
+            batch = []
+    if batch and not drop_remainder and n >= skip_batches:
+        yield np.stack(batch)
+
+
+def _interleaved(order: list[Path], cycle: int, frame_shape: tuple, failures) -> Iterator[np.ndarray]:
+    """Frames of `order`'s files, `cycle` open at once, one frame from each in turn; a finished file's slot takes the
+    next file (as tf.data's `interleave` with block length 1). Files decode `cycle` ahead in a thread pool."""
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=cycle, thread_name_prefix="frames") as pool:
+        ahead = deque(pool.submit(load_obs, str(p), frame_shape, failures) for p in order[:cycle])
+        rest = iter(order[cycle:])
+
+        def next_file():
+            if not ahead:
+                return None
+            obs = ahead.popleft().result()
+            p = next(rest, None)
+            if p is not None:
+                ahead.append(pool.submit(load_obs, str(p), frame_shape, failures))
+            return iter(obs)
+
+        slots = [f for f in (next_file() for _ in range(cycle)) if f is not None]
+        while slots:
+            i = 0
+            while i < len(slots):
+                frame = next(slots[i], None)
+                if frame is not None:
+                    yield frame
+                    i += 1
+                    continue
+                replacement = next_file()
+                if replacement is None:
+                    del slots[i]
+                else:
+                    slots[i] = replacement
+
+
+def _shuffled(frames: Iterator[np.ndarray], size: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+    """A shuffle buffer of `size` frames (tf.data's algorithm): each frame out is a random one of the buffer, whose
+    place the next frame in takes; the buffer's rest comes out in a random order at the end."""
+    buffer: list[np.ndarray] = []
+    for frame in frames:
+        if len(buffer) < size:
+            buffer.append(frame)
+            continue
+        i = int(rng.integers(size))
+        yield buffer[i]
+        buffer[i] = frame
+    for i in rng.permutation(len(buffer)):
+        yield buffer[i]
 
 
 def val_subset(paths: Sequence[Path], lengths: Sequence[int], max_frames: int) -> list[Path]:

@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import keras
 import numpy as np
-import tensorflow as tf
+from keras import ops
 
 from wm.core.errors import WMError
 from wm.models import mixture
@@ -50,29 +50,38 @@ from wm.models import mixture
 class MDNOutput(NamedTuple):
     """Head outputs for (..., ) steps: logmix/mu/logstd (..., z, K); done_logit (...) or None without done."""
 
-    logmix: tf.Tensor
-    mu: tf.Tensor
-    logstd: tf.Tensor
-    done_logit: tf.Tensor | None
-    reward: tf.Tensor | None = None  # (...) predicted reward of the step, with a reward head
+    logmix: object
+    mu: object
+    logstd: object
+    done_logit: object | None
+    reward: object | None = None  # (...) predicted reward of the step, with a reward head
 
 
 LSTM_IMPLS = ("custom", "keras", "auto")
 
 
 def resolve_lstm(name: str) -> str:
-    """`mdnrnn.lstm` → the implementation that runs: `auto` is `keras` when TF sees a GPU (cuDNN), else `custom`."""
+    """`mdnrnn.lstm` → the implementation that runs: `auto` is `keras` when the backend is TensorFlow and it sees a
+    GPU (cuDNN), else `custom`. `keras` is TensorFlow's path only (`wm.models.lstm_cudnn`)."""
     if name not in LSTM_IMPLS:
         raise WMError(f"mdnrnn.lstm must be one of {', '.join(LSTM_IMPLS)}, got {name!r}")
+    on_tf = keras.backend.backend() == "tensorflow"
+    if name == "keras" and not on_tf:
+        backend = keras.backend.backend()
+        raise WMError(f"mdnrnn.lstm keras is TensorFlow's cuDNN path; on the {backend} backend use custom or auto")
     if name == "auto":
-        return "keras" if tf.config.list_logical_devices("GPU") else "custom"
+        if not on_tf:
+            return "custom"
+        from wm.models.lstm_cudnn import sees_gpu
+
+        return "keras" if sees_gpu() else "custom"
     return name
 
 
 def _swap_middle_gates(w, H: int):
     """Swap the 2nd and 3rd gate blocks of the last axis: (i, j, f, o) ↔ (i, f, c=j, o). Self-inverse; NumPy arrays
     or tensors (differentiable)."""
-    cat = np.concatenate if isinstance(w, np.ndarray) else tf.concat
+    cat = np.concatenate if isinstance(w, np.ndarray) else ops.concatenate
     return cat([w[..., :H], w[..., 2 * H : 3 * H], w[..., H : 2 * H], w[..., 3 * H :]], -1)
 
 
@@ -94,70 +103,6 @@ def from_keras_layout(kernel, recurrent_kernel, bias):
     kernel, recurrent_kernel, bias = (np.asarray(w, np.float32) for w in (kernel, recurrent_kernel, bias))
     H = recurrent_kernel.shape[0]
     return tuple(_swap_middle_gates(w, H) for w in (kernel, recurrent_kernel, bias - _forget_one(H)))
-
-
-class _ViewCell(keras.layers.LSTMCell):
-    """Keras' LSTM cell without weights of its own: kernel, recurrent kernel and bias are the tensors in `view`, set
-    by `MDNRNN` for each call (its variables in Keras' layout, so gradients reach them)."""
-
-    view: tuple | None = None
-
-    def build(self, input_shape):
-        self.built = True
-
-    kernel = property(lambda self: self.view[0])
-    recurrent_kernel = property(lambda self: self.view[1])
-    bias = property(lambda self: self.view[2])
-
-
-class _KerasLSTM(keras.layers.LSTM):
-    """`keras.layers.LSTM` (cuDNN-eligible defaults; Keras picks cuDNN on a GPU) over a `_ViewCell`."""
-
-    def __init__(self, units: int):
-        super().__init__(
-            units,
-            activation="tanh",
-            recurrent_activation="sigmoid",
-            use_bias=True,
-            recurrent_dropout=0.0,
-            unroll=False,
-            return_sequences=True,
-            return_state=True,
-        )
-        self.cell = _ViewCell(units, name="lstm_cell")
-
-
-def restart_segments(lstm, x: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, restart: tf.Tensor):
-    """Run the sequence layer `lstm` ((xs, [h, c], mask) → (hs, h, c)) over x (B, T, D) from (h0, c0), with the
-    state zeroed before every step whose restart flag is > 0.5 (§4), exactly, without a reset inside any sequence.
-
-    Every row is cut at its restarts into segments; the segments form one batch (n, L, D) padded on the right
-    (a right-padded mask: cuDNN's sequence lengths) whose initial state is zero, or the row's carried state for a
-    row's first segment when no restart begins it. Returns hs (B, T, H) and each row's final (h, c) (those of its
-    last segment).
-    """
-    shape = tf.shape(x)
-    B, T, D = shape[0], shape[1], x.shape[-1]
-    r = tf.cast(restart, tf.float32) > 0.5
-    first = tf.sequence_mask(tf.ones([B], tf.int32), T)  # (B, T): t == 0
-    start = tf.reshape(r | first, [-1])  # segment starts, row-major
-    seg = tf.cumsum(tf.cast(start, tf.int32)) - 1  # the segment of every (b, t)
-    t = tf.tile(tf.range(T), [B])
-    start_t = tf.boolean_mask(t, start)  # (n,): where each segment begins
-    n = tf.shape(start_t)[0]
-    pos = t - tf.gather(start_t, seg)
-    lengths = tf.math.unsorted_segment_sum(tf.ones_like(seg), seg, n)
-    L = tf.reduce_max(lengths)
-    idx = tf.stack([seg, pos], 1)
-    xs = tf.scatter_nd(idx, tf.reshape(x, [-1, D]), tf.stack([n, L, D]))
-    xs = tf.ensure_shape(xs, [None, None, D])
-    row = tf.boolean_mask(tf.repeat(tf.range(B), T), start)
-    carried = tf.cast(tf.boolean_mask(tf.reshape(first & ~r, [-1]), start), x.dtype)[:, None]
-    hs, h, c = lstm(
-        xs, initial_state=[tf.gather(h0, row) * carried, tf.gather(c0, row) * carried], mask=tf.sequence_mask(lengths, L)
-    )
-    last = tf.reshape(seg, tf.stack([B, T]))[:, -1]
-    return tf.reshape(tf.gather_nd(hs, idx), tf.stack([B, T, -1])), tf.gather(h, last), tf.gather(c, last)
 
 
 class _Hidden:
@@ -213,7 +158,12 @@ class MDNRNN(keras.Model):
         self.lstm_impl = "custom" if self.dropout > 0 else resolve_lstm(name)
         # out of Keras' sight (neither tracked nor walked when saving): the layer holds no weights, and the files
         # written stay exactly the custom ones
-        object.__setattr__(self, "_keras_lstm", _Hidden(_KerasLSTM(self.hidden) if self.lstm_impl == "keras" else None))
+        layer = None
+        if self.lstm_impl == "keras":
+            from wm.models.lstm_cudnn import KerasLSTM
+
+            layer = KerasLSTM(self.hidden)
+        object.__setattr__(self, "_keras_lstm", _Hidden(layer))
 
     def config_dict(self) -> dict:
         return {
@@ -226,115 +176,107 @@ class MDNRNN(keras.Model):
         }
 
     # ------------------------------------------------------------------ cell and head
-    def initial_state(self, batch: int | tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def initial_state(self, batch):
         """Zero (c, h) for `batch` sequences."""
-        zeros = tf.zeros((batch, self.hidden), tf.float32)
+        zeros = ops.zeros((batch, self.hidden), "float32")
         return zeros, zeros
 
-    def _inputs(self, z: tf.Tensor, a: tf.Tensor, restart: tf.Tensor | None) -> tf.Tensor:
-        parts = [tf.cast(z, tf.float32), tf.cast(a, tf.float32)]
+    def _inputs(self, z, a, restart):
+        parts = [ops.cast(z, "float32"), ops.cast(a, "float32")]
         if self.predict_done:
             if restart is None:
                 raise ValueError("predict_done model needs the restart flag")
-            parts.append(tf.cast(restart, tf.float32)[..., None])
-        return tf.concat(parts, axis=-1)
+            parts.append(ops.cast(restart, "float32")[..., None])
+        return ops.concatenate(parts, axis=-1)
 
-    def dropout_masks(self, u_z: tf.Tensor, u_h: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    def dropout_masks(self, u_z, u_h):
         """Inverted-dropout masks from uniforms (B, z) and (B, H): 1/(1 − p) where u ≥ p, else 0."""
         keep = 1.0 / (1.0 - self.dropout)
-        return (tf.cast(u_z >= self.dropout, tf.float32) * keep, tf.cast(u_h >= self.dropout, tf.float32) * keep)
+        return (
+            ops.cast(ops.greater_equal(u_z, self.dropout), "float32") * keep,
+            ops.cast(ops.greater_equal(u_h, self.dropout), "float32") * keep,
+        )
 
-    def _cell(self, xw: tf.Tensor, c: tf.Tensor, h: tf.Tensor, mask_h: tf.Tensor | None = None):
+    def _cell(self, xw, c, h, mask_h=None):
         """One LSTM step given the input projection xw = x·W_x + b (TF1 gate order i, j, f, o; f gets +1); `mask_h`
         (dropout) multiplies the h entering the recurrent matmul only."""
-        gates = xw + tf.matmul(h if mask_h is None else h * mask_h, self.lstm_kernel_h)
-        i, j, f, o = tf.split(gates, 4, axis=-1)
-        c = c * tf.sigmoid(f + 1.0) + tf.sigmoid(i) * tf.tanh(j)
-        h = tf.tanh(c) * tf.sigmoid(o)
+        gates = xw + ops.matmul(h if mask_h is None else h * mask_h, self.lstm_kernel_h)
+        i, j, f, o = ops.split(gates, 4, axis=-1)
+        c = c * ops.sigmoid(f + 1.0) + ops.sigmoid(i) * ops.tanh(j)
+        h = ops.tanh(c) * ops.sigmoid(o)
         return c, h
 
-    def head(self, h: tf.Tensor) -> MDNOutput:
+    def _keep(self, restart):
+        """1 where the restart flag is ≤ 0.5, 0 where it zeroes the state (§4)."""
+        return 1.0 - ops.cast(ops.greater(ops.cast(restart, "float32"), 0.5), "float32")
+
+    def head(self, h) -> MDNOutput:
         """Head on LSTM outputs h (..., H): the per-dimension mixture parameters and the done logit."""
         out = (
-            tf.matmul(h, self.out_kernel) + self.out_bias
-            if h.shape.rank == 2
-            else tf.tensordot(h, self.out_kernel, 1) + self.out_bias
+            ops.matmul(h, self.out_kernel) + self.out_bias
+            if len(h.shape) == 2
+            else ops.tensordot(h, self.out_kernel, 1) + self.out_bias
         )
         done = reward = None
         if self.predict_done:
             done, out = out[..., 0], out[..., 1:]
         if self.predict_reward:
             reward, out = out[..., 0], out[..., 1:]
-        lead = tf.shape(out)[:-1]
+        lead = tuple(ops.shape(out)[:-1])
         k = self.num_mixtures
-        rows = tf.reshape(out, tf.concat([lead, [self.z_dim, 3 * k]], 0))
+        rows = ops.reshape(out, (*lead, self.z_dim, 3 * k))
         logits, mu, logstd = rows[..., :k], rows[..., k : 2 * k], rows[..., 2 * k :]
         return MDNOutput(_log_softmax_small(logits), mu, logstd, done, reward)
 
-    def step(
-        self,
-        z: tf.Tensor,
-        a: tf.Tensor,
-        state: tuple[tf.Tensor, tf.Tensor],
-        restart: tf.Tensor | None = None,
-        masks: tuple[tf.Tensor, tf.Tensor] | None = None,
-    ):
+    def step(self, z, a, state, restart=None, masks=None):
         """One step for a batch: (z (B, z), a (B, A), (c, h), restart (B,)) → (MDNOutput, (c, h)); `masks` (dropout,
         `dropout_masks`) for z and the recurrent h."""
         c, h = state
         if self.predict_done:
-            keep = 1.0 - tf.cast(tf.cast(restart, tf.float32) > 0.5, tf.float32)[:, None]
+            keep = self._keep(restart)[:, None]
             c, h = c * keep, h * keep  # restart zeroes the state before the step (§4)
         if masks is not None:
-            z = tf.cast(z, tf.float32) * masks[0]
-        xw = tf.matmul(self._inputs(z, a, restart), self.lstm_kernel_x) + self.lstm_bias
+            z = ops.cast(z, "float32") * masks[0]
+        xw = ops.matmul(self._inputs(z, a, restart), self.lstm_kernel_x) + self.lstm_bias
         c, h = self._cell(xw, c, h, None if masks is None else masks[1])
         return self.head(h), (c, h)
 
     def call(self, z, a, restart=None, state=None, training=False, masks=None):
         """Teacher-forced sequence: z (B, T, z), a (B, T, A), restart (B, T) → (MDNOutput (B, T, ...), (c, h)).
 
-        The input projection of all T steps is one matmul; only h·W_h runs in the loop (tf.scan). `masks`: dropout
-        masks (B, z), (B, H) fixed over the sequence (custom cell only).
+        The input projection of all T steps is one matmul; only h·W_h runs in the loop (`keras.ops.scan`). `masks`:
+        dropout masks (B, z), (B, H) fixed over the sequence (custom cell only).
         """
-        b = tf.shape(z)[0]
-        c0, h0 = self.initial_state(b) if state is None else state
+        c0, h0 = self.initial_state(ops.shape(z)[0]) if state is None else state
         if masks is not None:
             if self._keras_lstm.layer is not None:
                 raise WMError("dropout masks need the custom cell (mdnrnn.lstm custom or auto)")
-            z = tf.cast(z, tf.float32) * masks[0][:, None, :]
+            z = ops.cast(z, "float32") * masks[0][:, None, :]
         mask_h = None if masks is None else masks[1]
         x = self._inputs(z, a, restart)
         if self._keras_lstm.layer is not None:
-            return self._call_keras(x, c0, h0, restart)
-        xw = tf.tensordot(x, self.lstm_kernel_x, 1) + self.lstm_bias  # (B, T, 4H)
-        xw_t = tf.transpose(xw, [1, 0, 2])
+            from wm.models.lstm_cudnn import run_keras_lstm
+
+            hs, (c, h) = run_keras_lstm(self, x, c0, h0, restart)
+            return self.head(hs), (c, h)
+        xw_t = ops.transpose(ops.tensordot(x, self.lstm_kernel_x, 1) + self.lstm_bias, [1, 0, 2])  # (T, B, 4H)
+        # the per-step outputs repeat the carry: Keras' TensorFlow scan requires them to have its structure
         if self.predict_done:
-            keep_t = tf.transpose(1.0 - tf.cast(tf.cast(restart, tf.float32) > 0.5, tf.float32))[..., None]  # (T, B, 1)
+            keep_t = ops.transpose(self._keep(restart))[..., None]  # (T, B, 1)
+
+            def body(carry, inp):
+                state = self._cell(inp[0], carry[0] * inp[1], carry[1] * inp[1], mask_h)
+                return state, state
+
+            (c, h), (_, hs) = ops.scan(body, (c0, h0), (xw_t, keep_t))
         else:
-            keep_t = tf.ones((tf.shape(xw_t)[0], b, 1), tf.float32)
 
-        def body(carry, inp):
-            c, h = carry[0], carry[1]
-            xw_s, keep = inp
-            c, h = self._cell(xw_s, c * keep, h * keep, mask_h)
-            return tf.stack([c, h])
+            def body(carry, xw_s):
+                state = self._cell(xw_s, carry[0], carry[1], mask_h)
+                return state, state
 
-        states = tf.scan(body, (xw_t, keep_t), initializer=tf.stack([c0, h0]))  # (T, 2, B, H)
-        hs = tf.transpose(states[:, 1], [1, 0, 2])
-        return self.head(hs), (states[-1, 0], states[-1, 1])
-
-    def _call_keras(self, x, c0, h0, restart):
-        lstm = self._keras_lstm.layer
-        lstm.cell.view = keras_layout(self.lstm_kernel_x, self.lstm_kernel_h, self.lstm_bias)
-        try:
-            if self.predict_done:
-                hs, h, c = restart_segments(lstm, x, h0, c0, restart)
-            else:
-                hs, h, c = lstm(x, initial_state=[h0, c0])
-        finally:
-            lstm.cell.view = None  # no tensor of this trace outlives it
-        return self.head(hs), (c, h)
+            (c, h), (_, hs) = ops.scan(body, (c0, h0), xw_t)
+        return self.head(ops.transpose(hs, [1, 0, 2])), (c, h)
 
     # ------------------------------------------------------------------ loss
     def loss_terms(
@@ -352,29 +294,35 @@ class MDNRNN(keras.Model):
         (§4) + `reward_weight` × the reward head's squared error on the steps `done_mask` keeps (every real input
         step)."""
         nll = mixture.mixture_nll(out.logmix, out.mu, out.logstd, z_target, z_mask)
-        done_loss = tf.constant(0.0)
+        done_loss = ops.zeros((), "float32")
         if self.predict_done and done_target is not None:
             done_loss = mixture.weighted_done_loss(out.done_logit, done_target, done_mask, done_weight)
-        r_loss = tf.constant(0.0)
+        r_loss = ops.zeros((), "float32")
         if self.predict_reward and reward_target is not None:
             r_loss = mixture.reward_loss(out.reward, reward_target, done_mask)
         return nll + done_loss + reward_weight * r_loss, nll, done_loss, r_loss
 
 
-def _log_softmax_small(x: tf.Tensor) -> tf.Tensor:
+def _log_softmax_small(x):
     """log-softmax over a short last axis, unrolled: `tf.nn.log_softmax` over K = 5 costs ~4 ms per dream step
     at batch 1024 on CPU, several times this (same values, tested)."""
     m = x[..., 0]
     for j in range(1, x.shape[-1]):
-        m = tf.maximum(m, x[..., j])
-    m = tf.stop_gradient(m)[..., None]
-    return x - m - tf.math.log(tf.reduce_sum(tf.exp(x - m), axis=-1, keepdims=True))
+        m = ops.maximum(m, x[..., j])
+    m = ops.stop_gradient(m)[..., None]
+    return x - m - ops.log(ops.sum(ops.exp(x - m), axis=-1, keepdims=True))
 
 
-def lr_at(step: int | tf.Tensor, lr: float, lr_min: float, decay: float):
+def lr_at(step, lr: float, lr_min: float, decay: float):
     """The authors' schedule (§4): (lr − lr_min)·decay^step + lr_min (decay 1.0 = constant)."""
-    # float64: 0.99999 is 0.9999899864 in float32, 3e-4 off after 24,400 steps
-    return tf.cast((lr - lr_min) * tf.constant(decay, tf.float64) ** tf.cast(step, tf.float64) + lr_min, tf.float32)
+    if keras.backend.backend() == "tensorflow":
+        # float64: 0.99999 is 0.9999899864 in float32, 3e-4 off after 24,400 steps
+        import tensorflow as tf
+
+        return tf.cast((lr - lr_min) * tf.constant(decay, tf.float64) ** tf.cast(step, tf.float64) + lr_min, tf.float32)
+    # JAX computes in float32 unless x64 is on: decay^step as exp(step·log decay), log decay taken in float64 here,
+    # is within 2e-8 of the float64 value after 24,400 steps (tests/test_backends.py)
+    return (lr - lr_min) * ops.exp(ops.cast(step, "float32") * float(np.log(decay))) + lr_min
 
 
 def lr_value(step: int, lr: float, lr_min: float, decay: float) -> float:
@@ -400,53 +348,6 @@ def make_optimizer(
 ) -> keras.optimizers.Optimizer:
     """Adam with ε 1e-8 and elementwise clip-by-value (§4, §10.13), on the decaying schedule."""
     return keras.optimizers.Adam(learning_rate=DecayingLR(lr, lr_min, decay), epsilon=adam_eps, clipvalue=clip)
-
-
-def make_train_step(
-    model: MDNRNN,
-    optimizer: keras.optimizers.Optimizer,
-    done_weight: float = 10.0,
-    seed: int = 0,
-    reward_weight: float = 1.0,
-):
-    """A compiled training step: batch dict + carried state → (nll, done_loss, reward_loss, final (c, h)).
-
-    Batch keys: z (B, L+1, z) frames, action (B, L, A), restart (B, L), z_mask (B, L), done_target (B, L),
-    done_mask (B, L), and reward (B, L) for a reward head. Inputs are frames [:, :L], targets frames [:, 1:]
-    (teacher forcing, shift 1, §4); the reward target of input step t is the reward of its action.
-    With `model.dropout`, each row gets masks drawn from (seed, the optimizer's step): a resume redraws them.
-    """
-
-    def masks(b):
-        if model.dropout <= 0:
-            return None
-        s = tf.stack([tf.cast(seed, tf.int64), tf.cast(optimizer.iterations, tf.int64)])
-        u_z = tf.random.stateless_uniform((b, model.z_dim), seed=s)
-        u_h = tf.random.stateless_uniform((b, model.hidden), seed=s + tf.constant([0, 1 << 40], tf.int64))
-        return model.dropout_masks(u_z, u_h)
-
-    @tf.function(reduce_retracing=True)
-    def train_step(batch, state):
-        z = batch["z"]
-        with tf.GradientTape() as tape:
-            out, final = model(
-                z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks(tf.shape(z)[0])
-            )
-            total, nll, done_loss, r_loss = model.loss_terms(
-                out,
-                z[:, 1:],
-                batch["z_mask"],
-                batch.get("done_target"),
-                batch.get("done_mask"),
-                done_weight,
-                batch.get("reward"),
-                reward_weight,
-            )
-        grads = tape.gradient(total, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return nll, done_loss, r_loss, final
-
-    return train_step
 
 
 def save_config(model: MDNRNN, path: str | Path) -> None:

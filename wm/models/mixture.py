@@ -1,111 +1,71 @@
-"""The MDN mixture: the only module that builds TFP distributions (the loss and the temperature sampler).
+"""M's losses on any Keras 3 backend: the mixture NLL, the done loss and the reward loss (paper settings §4).
 
 M's head returns plain tensors: per latent dimension K log-mix weights (log-softmaxed), K means and K log-stds
-(paper settings §4: factorised, one mixture per dimension, log-std not clamped). Here they become
-`MixtureSameFamily(Categorical(logits), Normal(mu, sigma))` with batch shape [..., z_dim] (§10.13), for
-
-* `mixture_nll`: −log Σ_k π_k N(z; μ_k, σ_k), averaged over the unmasked (batch · time · dims) entries (§4);
-* `tempered`: the dream's distribution of §4 — `Categorical(logits / τ)`, `Normal(μ, σ·√τ)` (§10.13);
-* `sample_mixture`: one draw from `tempered` as the authors draw it — one component per dimension picked by
-  inverse CDF of a uniform, then μ_k + σ_k·√τ·ε — written out in plain ops for the dream's inner loop (a tested
-  twin of `tempered`; TFP's softmax/cumsum over K = 5 cost more than the rest of the step). The uniforms and
-  normals come from the caller, so the dream keys them by (episode seed, step) and an episode never depends
-  on the batch it runs in.
+(§4: factorised, one mixture per dimension, log-std not clamped). `mixture_nll` is −log Σ_k π_k N(z; μ_k, σ_k),
+averaged over the unmasked (batch · time · dims) entries (§4). On TensorFlow it is TFP's
+`MixtureSameFamily(Categorical, Normal).log_prob` (`wm.models.mixture_tf`); on another backend it is the same
+density written in `keras.ops` (`mixture_nll_ops`, a log-sum-exp over the K components). The two agree to float32
+round-off (tests/test_backends.py); TFP's own JAX substrate is not used because TFP 0.25 (the release that matches
+TF 2.21) does not import under current JAX (it reads `jax.interpreters.xla.pytype_aval_mappings`, which JAX removed).
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
-import tensorflow_probability as tfp
+import math
 
-tfd = tfp.distributions
+import keras
+from keras import ops
 
-
-def mixture(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor) -> tfd.MixtureSameFamily:
-    """The per-dimension Gaussian mixture with batch shape `logmix.shape[:-1]` (§4, §10.13)."""
-    return tfd.MixtureSameFamily(
-        mixture_distribution=tfd.Categorical(logits=logmix),
-        components_distribution=tfd.Normal(loc=mu, scale=tf.exp(logstd)),
-    )
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 
 
-def tempered(logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float | tf.Tensor) -> tfd.MixtureSameFamily:
-    """The mixture at temperature τ exactly as the authors sample it (§4): logits/τ and σ·√τ."""
-    tau = tf.cast(temperature, logmix.dtype)
-    return tfd.MixtureSameFamily(
-        mixture_distribution=tfd.Categorical(logits=logmix / tau),
-        components_distribution=tfd.Normal(loc=mu, scale=tf.exp(logstd) * tf.sqrt(tau)),
-    )
+def _masked_mean(values, mask):
+    """Mean of `values` over the entries `mask` keeps (a mask of one flag per step is broadcast over the last axis)."""
+    if mask is None:
+        return ops.mean(values)
+    mask = ops.cast(mask, values.dtype)
+    if len(mask.shape) == len(values.shape) - 1:
+        mask = mask[..., None] * ops.ones_like(values)
+    return ops.sum(values * mask) / ops.maximum(ops.sum(mask), 1.0)
 
 
-def mixture_nll(
-    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None
-) -> tf.Tensor:
+def mixture_log_prob(logmix, mu, logstd, target):
+    """log Σ_k π_k N(target; μ_k, σ_k) per entry (..., z), in `keras.ops` (the twin of TFP's `log_prob`)."""
+    t = ops.cast(target, mu.dtype)[..., None]
+    log_normal = -0.5 * ops.square((t - mu) * ops.exp(-logstd)) - logstd - _LOG_SQRT_2PI
+    return ops.logsumexp(ops.log_softmax(logmix, axis=-1) + log_normal, axis=-1)
+
+
+def mixture_nll_ops(logmix, mu, logstd, target, mask=None):
+    """`mixture_nll` in `keras.ops` on every backend (the JAX backend's NLL; tested against TFP's)."""
+    return _masked_mean(-mixture_log_prob(logmix, mu, logstd, target), mask)
+
+
+def mixture_nll(logmix, mu, logstd, target, mask=None):
     """Mean negative log-likelihood of `target` (..., z) under the mixtures (..., z, K) over unmasked entries.
 
     `mask` has the shape of `target` without the last axis (one flag per step, e.g. padding) or the shape of
     `target`; the mean runs over batch · time · dims of the entries it keeps (§4, "z_cost").
     """
-    nll = -mixture(logmix, mu, logstd).log_prob(target)  # (..., z)
-    if mask is None:
-        return tf.reduce_mean(nll)
-    mask = tf.cast(mask, nll.dtype)
-    if mask.shape.rank == nll.shape.rank - 1:
-        mask = mask[..., None] * tf.ones_like(nll)
-    return tf.reduce_sum(nll * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+    if keras.backend.backend() != "tensorflow":
+        return mixture_nll_ops(logmix, mu, logstd, target, mask)
+    from wm.models.mixture_tf import mixture
+
+    return _masked_mean(-mixture(logmix, mu, logstd).log_prob(target), mask)
 
 
-def weighted_done_loss(
-    done_logit: tf.Tensor, done_target: tf.Tensor, mask: tf.Tensor | None = None, pos_weight: float = 10.0
-) -> tf.Tensor:
-    """Sigmoid cross-entropy of the done ("restart") logit with positives weighted ×`pos_weight`, mean over steps (§4)."""
-    target = tf.cast(done_target, done_logit.dtype)
-    ce = tf.nn.weighted_cross_entropy_with_logits(labels=target, logits=done_logit, pos_weight=pos_weight)
-    if mask is None:
-        return tf.reduce_mean(ce)
-    mask = tf.cast(mask, ce.dtype)
-    return tf.reduce_sum(ce * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+def weighted_done_loss(done_logit, done_target, mask=None, pos_weight: float = 10.0):
+    """Sigmoid cross-entropy of the done ("restart") logit with positives weighted ×`pos_weight`, mean over steps (§4).
 
-
-def reward_loss(pred: tf.Tensor, target: tf.Tensor, mask: tf.Tensor | None = None) -> tf.Tensor:
-    """Squared error of the reward head, mean over unmasked steps."""
-    se = tf.square(pred - tf.cast(target, pred.dtype))
-    if mask is None:
-        return tf.reduce_mean(se)
-    mask = tf.cast(mask, se.dtype)
-    return tf.reduce_sum(se * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
-
-
-def sample_mixture(
-    logmix: tf.Tensor, mu: tf.Tensor, logstd: tf.Tensor, temperature: float | tf.Tensor, uniform: tf.Tensor, normal: tf.Tensor
-) -> tf.Tensor:
-    """One draw per latent dimension from `tempered(...)` (the TFP distribution), from caller-supplied noise (§4).
-
-    Args:
-        logmix, mu, logstd: (..., z, K) head outputs.
-        uniform: (..., z) in (0, 1), one per dimension, picks the component by inverse CDF of π' (as the authors).
-        normal: (..., z) standard normal ε.
-    Returns:
-        z' = μ_k + σ_k·√τ·ε, shape (..., z).
+    TF's `weighted_cross_entropy_with_logits` formula, op for op (the same float32 result on TensorFlow):
+    (1 − t)·x + (1 + (w − 1)·t)·(log1p(e^−|x|) + max(−x, 0)).
     """
-    # The parameters of `tempered(...)`, computed without a softmax/cumsum over the tiny K axis (those two ops
-    # cost ~6 ms per dream step at batch 1024 on CPU, more than the rest of the sampler). The max over K is taken
-    # off before exp (unrolled too: half the cost of reduce_max): logmix ≥ −log K alone does not save
-    # exp(logmix / τ) from underflow (a near-uniform mixture at τ < 0.0155 underflows everywhere, and component 0
-    # was always picked); after it the top weight is exactly 1 and the rest cannot overflow.
-    tau = tf.cast(temperature, logmix.dtype)
-    n_k = logmix.shape[-1]
-    top = logmix[..., 0]
-    for j in range(1, n_k):
-        top = tf.maximum(top, logmix[..., j])
-    w = tf.exp((logmix - top[..., None]) / tau)  # unnormalised π'
-    cum, k = w[..., 0], tf.zeros_like(uniform, tf.int32)
-    total = tf.reduce_sum(w, axis=-1)
-    target = uniform * total
-    for j in range(1, n_k):  # inverse CDF, unrolled over the K components
-        k += tf.cast(cum < target, tf.int32)
-        cum = cum + w[..., j]
-    bd = k.shape.rank
-    loc = tf.gather(mu, k, batch_dims=bd)
-    scale = tf.exp(tf.gather(logstd, k, batch_dims=bd)) * tf.sqrt(tau)
-    return loc + scale * normal
+    x = done_logit
+    t = ops.cast(done_target, x.dtype)
+    ce = (1 - t) * x + (1 + (pos_weight - 1) * t) * (ops.log1p(ops.exp(-ops.abs(x))) + ops.relu(-x))
+    return _masked_mean(ce, mask)
+
+
+def reward_loss(pred, target, mask=None):
+    """Squared error of the reward head, mean over unmasked steps."""
+    return _masked_mean(ops.square(pred - ops.cast(target, pred.dtype)), mask)

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from wm.core.errors import WMError
-from wm.models import mixture
+from wm.models import mixture_tf
 from wm.models.controller import Controller
 from wm.models.mdnrnn import MDNRNN
 from wm.rollouts.rollout import nonfinite_flags, nonfinite_names
@@ -170,7 +170,7 @@ class _Core:
         masks = masks if self.m.dropout > 0 else None
         out, (c, h) = self.m.step(z, action, (c, h), restart if self.m.predict_done else None, masks)
         zd = self.m.z_dim
-        z = mixture.sample_mixture(
+        z = mixture_tf.sample_mixture(
             out.logmix, out.mu, out.logstd, self.temperature, uniform(seeds, t, _S_COMP, zd), normal(seeds, t, _S_EPS, zd)
         )
         done = tf.broadcast_to(tf.cast(t, tf.int64) + 1 >= self.max_steps, [n])

@@ -85,7 +85,8 @@ class Options:
 def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
     from wm.core import tf_setup
-    from wm.models.vae import load_vae, make_encoder
+    from wm.models.vae import load_vae
+    from wm.models.vae_tf import make_encoder
 
     z_dim = int(cfg.vae.z_dim)
     out = run.stage_dir("encode")

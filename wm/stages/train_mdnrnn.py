@@ -12,6 +12,11 @@ batches (they are a function of (run.seed, step)). Metrics: `mdnrnn/step`, `mdnr
 on a view of the same weights); `mdnrnn.dropout` and `mdnrnn.predict_reward` are described there. Batches are
 assembled in a background thread (`wm.models.training.prefetch`) while the step runs; the losses are read back (a device
 sync), checked and logged every `READ_EVERY` steps and before every save, one record per step as before.
+
+Backend (`run.backend`, docs/guide/backends.md): on TensorFlow the step is `wm.models.mdnrnn_tf`'s; on JAX it is
+`wm.models.jax_steps.MDNRNNSteps` over the same NumPy batches, and TensorFlow is not imported for the training. The
+dream preview runs on TensorFlow (the dream kernel's backend): after a JAX training, in a child process that loads
+the weights file just written.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ class _Fit:
     pending: Any  # a `Deferred` of (step, epoch, nll, done_loss, reward_loss) of steps not read back yet
     ckpt: Any
     out: Path
-    tf: Any
+    sync: Any  # writes a JAX step's carried weights back into the Keras variables (a no-op on TensorFlow)
 
 
 @dataclass(frozen=True)
@@ -56,11 +61,13 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
         raise WMError(f"{run.stage_dir('encode')}/DONE missing: run encode first")
-    from wm.core import tf_setup
+    from wm.core import backend, tf_setup
 
-    tf = tf_setup.setup()
+    name = backend.activate(cfg.run.backend)  # before Keras loads
+    if name == "tensorflow":
+        tf_setup.setup()
     from wm.envs import action_dim
-    from wm.models.mdnrnn import config_path, make_optimizer, make_train_step, save_config
+    from wm.models.mdnrnn import config_path, make_optimizer, save_config
     from wm.models.training import Checkpoint, Deferred, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
@@ -73,26 +80,28 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
         ckpt = Checkpoint(out / "checkpoint.npz", model, opt)
         state, schedule = _restore(cfg, run, opts, model, ckpt, out, log)
-        train_step = make_train_step(model, opt, m_cfg.done_weight, int(cfg.run.seed), float(m_cfg.reward_weight))
+        train_step, sync = _step(cfg, model, opt, name)
         # the last step's (nll, done_loss, reward_loss), read back; kept in the checkpoint's state, so a rerun that
         # finds the training done (killed before its DONE) reports the same figures as an unbroken run
         last = [float(x) for x in state.get("last_losses", [float("nan")] * 3)]
         state["last_losses"] = last
         pending = Deferred(READ_EVERY, _handler(ckpt, log, schedule, reward_head, last))
-        fit = _Fit(model, train_step, state, pending, ckpt, out, tf)
+        fit = _Fit(model, train_step, state, pending, ckpt, out, sync)
         if m_cfg.batching == "episodes":
             _train_episodes(fit, cfg, series)
         else:
             _train_streams(fit, cfg, series, log)
         pending.flush()
+        sync()
         ckpt.save(state)
         save_weights(model, run.mdnrnn_weights)
         save_config(model, config_path(run.mdnrnn_weights))
         try:
-            preview(cfg, run, model, log)
+            preview(cfg, run, model, log) if name == "tensorflow" else _preview_on_tensorflow(run, log)
         except WMError as e:
             log.warning("no dream preview: %s", e)
         info = {
+            "backend": name,
             "mdnrnn/step": state["step"],
             "mdnrnn/nll": last[0],
             "mdnrnn/done_loss": last[1],
@@ -102,6 +111,19 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         }
         run.mark_done("train-mdnrnn", info)
         log.info("done: %d steps, nll %.4f, done_loss %.4f", state["step"], last[0], last[1])
+
+
+def _step(cfg: Config, model: Any, opt: Any, backend: str) -> tuple[Any, Any]:
+    """The backend's compiled step `(batch, (c, h)) -> (nll, done_loss, reward_loss, final)` and its `sync`."""
+    m_cfg, seed = cfg.mdnrnn, int(cfg.run.seed)
+    if backend == "jax":
+        from wm.models.jax_steps import MDNRNNSteps
+
+        steps = MDNRNNSteps(model, opt, m_cfg.done_weight, seed, float(m_cfg.reward_weight))
+        return steps.train, steps.sync
+    from wm.models.mdnrnn_tf import make_train_step
+
+    return make_train_step(model, opt, m_cfg.done_weight, seed, float(m_cfg.reward_weight)), lambda: None
 
 
 def _series(cfg: Config, run: RunDir, a_dim: int, log: Any) -> Any:
@@ -127,12 +149,11 @@ def _series(cfg: Config, run: RunDir, a_dim: int, log: Any) -> Any:
 
 def _model(cfg: Config, a_dim: int, log: Any) -> Any:
     """M with its initial weights drawn from the run seed; its sequence implementation logged."""
-    import keras
-
+    from wm.core import backend
     from wm.models.mdnrnn import MDNRNN
 
     m_cfg = cfg.mdnrnn
-    keras.utils.set_random_seed(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
+    backend.seed_keras(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
     model = MDNRNN(
         cfg.vae.z_dim,
         a_dim,
@@ -209,15 +230,18 @@ def _one(fit: _Fit, batch, carry):
 def _checkpoint(fit: _Fit, carry=None) -> None:
     """Read back the pending losses, then save the checkpoint (and the carried state, for streams)."""
     fit.pending.flush()
+    fit.sync()
     if carry is None:
         fit.ckpt.save(fit.state)
     else:
         _save(fit.out, fit.ckpt, fit.state, carry)
 
 
-def _tensors(tf, batch):
-    """A batch's arrays as tensors (in the prefetch thread, off the step's path)."""
-    return {k: tf.constant(v) for k, v in batch.items()}
+def _tensors(batch):
+    """A batch's arrays as the backend's tensors (in the prefetch thread, off the step's path)."""
+    from keras import ops
+
+    return {k: ops.convert_to_tensor(v) for k, v in batch.items()}
 
 
 def _train_episodes(fit: _Fit, cfg: Config, series: Any) -> None:
@@ -227,7 +251,7 @@ def _train_episodes(fit: _Fit, cfg: Config, series: Any) -> None:
 
     m_cfg, state = cfg.mdnrnn, fit.state
     batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done, m_cfg.done_horizon)
-    todo = (_tensors(fit.tf, batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
+    todo = (_tensors(batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
     with closing(prefetch(todo)) as items:
         for batch in items:
             _one(fit, batch, fit.model.initial_state(m_cfg.batch_size))
@@ -235,11 +259,11 @@ def _train_episodes(fit: _Fit, cfg: Config, series: Any) -> None:
                 _checkpoint(fit)
 
 
-def _chunks(batches: Any, epochs: int, e0: int, c0: int, tf):
+def _chunks(batches: Any, epochs: int, e0: int, c0: int):
     """Every remaining chunk of every remaining epoch, in order, as (epoch, chunk, tensors)."""
     for e in range(e0, epochs):
         for i, batch in batches.epoch(e, c0 if e == e0 else 0):
-            yield e, i, _tensors(tf, batch)
+            yield e, i, _tensors(batch)
 
 
 def _train_streams(fit: _Fit, cfg: Config, series: Any, log: Any) -> None:
@@ -251,7 +275,7 @@ def _train_streams(fit: _Fit, cfg: Config, series: Any, log: Any) -> None:
     batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.done_horizon)
     log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
     carry = _load_carry(fit.out / "carry.npz", state, model, m_cfg.batch_size)
-    with closing(prefetch(_chunks(batches, int(m_cfg.epochs), state["epoch"], state["chunk"], fit.tf))) as items:
+    with closing(prefetch(_chunks(batches, int(m_cfg.epochs), state["epoch"], state["chunk"]))) as items:
         for e, i, batch in items:
             if e != state["epoch"]:  # a new epoch: zero state at its start (§4)
                 state["epoch"], state["chunk"] = e, 0
@@ -285,26 +309,27 @@ def warm_start(model, path) -> None:
 def _save(out, ckpt, state: dict, carry) -> None:
     # carry first, tagged with its step: a kill between the two writes leaves a carry that does not match the
     # checkpoint, which `_load_carry` then ignores (zero state, a harmless restart of the stream).
-    atomic_savez(out / "carry.npz", compressed=False, step=np.array(state["step"]), c=carry[0].numpy(), h=carry[1].numpy())
+    atomic_savez(
+        out / "carry.npz", compressed=False, step=np.array(state["step"]), c=np.asarray(carry[0]), h=np.asarray(carry[1])
+    )
     ckpt.save(state)
 
 
 def _load_carry(path, state: dict, model, batch: int):
-    import tensorflow as tf
+    from keras import ops
 
     if state["chunk"] and path.exists():
         with np.load(path, allow_pickle=False) as f:
             if int(f["step"]) == state["step"] and f["c"].shape == (batch, model.hidden):
-                return tf.constant(f["c"]), tf.constant(f["h"])
+                return ops.convert_to_tensor(f["c"]), ops.convert_to_tensor(f["h"])
     return model.initial_state(batch)
 
 
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.core.media import save_gif
     from wm.rollouts.dream import DreamEnv, done_options
     from wm.rollouts.engine import dream_episode
-    from wm.rollouts.recording import decode
+    from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
 
     n = int(cfg.mdnrnn.preview_episodes)
@@ -327,8 +352,42 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     for _ in range(n):
         zs = dream_episode(env, int(rng.integers(2**31)), steps, random=True, record=True)[2]["z"]
         rollouts.append(np.stack(decode(vae, np.stack(zs).astype(np.float32))))
-    t_max = max(len(f) for f in rollouts)
-    # finished rollouts hold their last frame so the panels stay in step
-    padded = [np.concatenate([f, np.repeat(f[-1:], t_max - len(f), 0)]) for f in rollouts]
-    save_gif(run.artifact("dream_preview"), np.concatenate(padded, axis=2))
+    # the TensorBoard filmstrip needs the stage's metrics logger (the preview's child process after a JAX training
+    # has a plain one: GIF only)
+    t_max = save_dream_preview(run.artifact("dream_preview"), rollouts, log if hasattr(log, "image") else None)
     log.info("dream preview: %d rollouts, %d frames", n, t_max)
+
+
+def _preview_on_tensorflow(run: RunDir, log) -> None:
+    """`preview` after a JAX training: in a child process on TensorFlow (the dream kernel's backend), from the weights
+    file just written, the way every later stage loads them."""
+    import multiprocessing
+    import os
+
+    saved = os.environ.get("KERAS_BACKEND")
+    os.environ["KERAS_BACKEND"] = "tensorflow"  # a spawned child takes the environment as it is at its start
+    try:
+        child = multiprocessing.get_context("spawn").Process(target=_preview_child, args=(str(run.path),))
+        child.start()
+    finally:
+        if saved is None:
+            os.environ.pop("KERAS_BACKEND", None)
+        else:
+            os.environ["KERAS_BACKEND"] = saved
+    child.join()
+    if child.exitcode != 0:
+        raise WMError(f"the dream preview's process on TensorFlow exited with {child.exitcode}")
+    log.info("dream preview drawn on TensorFlow from %s", run.mdnrnn_weights.name)
+
+
+def _preview_child(run_path: str) -> None:
+    """The child of `_preview_on_tensorflow`: M from the run's weights file, then `preview`."""
+    import logging
+
+    from wm.core import tf_setup
+    from wm.models.mdnrnn import load_mdnrnn
+
+    tf_setup.setup()
+    run = RunDir(run_path)
+    cfg = run.load_config()
+    preview(cfg, run, load_mdnrnn(run.mdnrnn_weights), logging.getLogger("wm.train-mdnrnn.preview"))

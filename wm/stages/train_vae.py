@@ -8,15 +8,21 @@ of the step, so the result equals an uninterrupted run.
 
 Speed (GPU issue): the losses stay on the device and are read back every `SYNC_EVERY` steps and before every save
 (`wm.models.training.Deferred`), not once per step; `vae.jit_compile` (auto: with a GPU, or on a CPU where a ≈ 20 s probe
-times XLA faster: `wm.models.vae.probes_xla`) compiles the steps with XLA (the noise is drawn outside it, so it does
+times XLA faster: `wm.models.vae_tf.probes_xla`) compiles the steps with XLA (the noise is drawn outside it, so it does
 not change the numbers); `vae.parallel_files` 0 decodes one episode file per
 core; one GPU unless `vae.multi_gpu` (then scale `vae.batch_size`).
+
+Backend (`run.backend`, docs/guide/backends.md): on TensorFlow the steps are `wm.models.vae_tf`'s and the frames a
+`tf.data` stream (`frame_dataset`); on JAX they are `wm.models.jax_steps.VAESteps` over NumPy batches of the same
+design (`frame_batches`), and TensorFlow is never imported. The weights file is the same either way.
 """
 
 from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +34,7 @@ from wm.core.errors import WMError
 from wm.core.metrics import Logger, make_logger
 from wm.core.rundir import RunDir
 from wm.data.episodes import Checked, EpisodeError, check_folder, episode_spec, read_episode
-from wm.data.frames import batches_per_epoch, decode_files, frame_dataset, split_episodes, val_subset
+from wm.data.frames import batches_per_epoch, decode_files, frame_batches, frame_dataset, split_episodes, val_subset
 
 CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
@@ -95,6 +101,44 @@ class _Data:
     said: set[str] = field(default_factory=set)  # … of which these were named in the log
 
 
+@dataclass(frozen=True)
+class _Steps:
+    """V's compiled steps on the run's backend: `train(x, step)` and `evaluate(x, batch index)` → (loss, recon, kl),
+    `sync()` before anything reads the Keras variables, and the frame stream they take."""
+
+    backend: str  # tensorflow or jax
+    label: str  # what the log says: graph, XLA or JAX
+    train: Callable
+    evaluate: Callable
+    sync: Callable[[], None]
+    batches: Callable  # `frame_dataset` (tf.data) or `frame_batches` (NumPy), same arguments
+
+
+def _steps(cfg: Config, model: Any, optimizer: Any, strategy: Any, rates: dict | None, backend: str) -> _Steps:
+    """The backend's steps for `model` (after any checkpoint restore: the JAX steps read the variables once)."""
+    v, seed = cfg.vae, int(cfg.run.seed)
+    if backend == "jax":
+        from wm.models.jax_steps import VAESteps
+
+        s = VAESteps(model, optimizer, v.kl_tolerance, seed)
+        return _Steps("jax", "JAX", s.train, s.evaluate, s.sync, frame_batches)
+    import tensorflow as tf
+
+    from wm.models.vae_tf import make_eval_step, make_train_step, use_xla
+
+    jit = use_xla(v.jit_compile, strategy, rates)
+    train = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy, jit_compile=jit)
+    ev = make_eval_step(model, v.kl_tolerance, seed, jit_compile=jit)
+    return _Steps(
+        "tensorflow",
+        "XLA" if jit else "graph",
+        lambda x, step: train(x, tf.constant(step, tf.int64)),
+        lambda x, i: ev(x, tf.constant(i, tf.int64)),
+        lambda: None,
+        frame_dataset,
+    )
+
+
 @dataclass
 class _Loop:
     """What the epoch loop works with: the model and its steps, the checkpoint and the state it saves."""
@@ -104,14 +148,12 @@ class _Loop:
     out: Path
     log: Logger
     data: _Data
-    tf: Any
-    strategy: Any
+    strategy: Any  # TensorFlow's distribution strategy; None on JAX
     model: Any
     ckpt: Any
     state: dict[str, Any]
     early: Any
-    train_step: Any
-    eval_step: Any
+    steps: _Steps
     cycle: int
     preview: np.ndarray
     pending: Any = None  # a `Deferred` of (step, batch, loss, recon, kl), set once the loop exists (`_handler`)
@@ -136,18 +178,20 @@ def _data(cfg: Config, run: RunDir, out: Path, log: Logger) -> _Data:
 
 def _build(cfg: Config, strategy: Any, out: Path, train_frames: int, log: Logger) -> tuple[Any, Any, Any, Any]:
     """The XLA probe's rates (or None), then the seeded model, its optimiser and their checkpoint."""
-    import keras
-
+    from wm.core import backend
     from wm.models.training import Checkpoint
-    from wm.models.vae import ConvVAE, make_optimizer, probes_xla, xla_probe
+    from wm.models.vae import ConvVAE, make_optimizer
 
     v = cfg.vae
     rates = None
-    if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
-        rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
-        log.info("vae.jit_compile auto: graph step %.1f frames/s, XLA %.1f on this CPU", rates["graph"], rates["xla"])
-    keras.utils.set_random_seed(int(cfg.run.seed))  # the initial weights depend on the run seed only
-    with strategy.scope():
+    if strategy is not None:
+        from wm.models.vae_tf import probes_xla, xla_probe
+
+        if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
+            rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
+            log.info("vae.jit_compile auto: graph step %.1f frames/s, XLA %.1f on this CPU", rates["graph"], rates["xla"])
+    backend.seed_keras(int(cfg.run.seed))  # the initial weights depend on the run seed only
+    with strategy.scope() if strategy is not None else nullcontext():
         model = ConvVAE(v.z_dim)
         optimizer = make_optimizer(v.lr, v.adam_eps, v.mixed_precision)
         ckpt = Checkpoint(out / CHECKPOINT, model, optimizer)
@@ -178,15 +222,17 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
 
     `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
     """
-    from wm.core import tf_setup
+    from wm.core import backend, tf_setup
     from wm.models.training import Deferred, EarlyStopping
-    from wm.models.vae import make_eval_step, make_train_step, use_xla
 
     v = cfg.vae
     out = run.stage_dir("train-vae")
+    name = backend.activate(cfg.run.backend)  # before Keras loads; refuses before anything is written
     data = _data(cfg, run, out, log)  # refuses before anything is written
-    tf = tf_setup.setup(mixed_precision=v.mixed_precision)
-    strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
+    strategy = None
+    if name == "tensorflow":
+        tf_setup.setup(mixed_precision=v.mixed_precision)
+        strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
     rates, model, optimizer, ckpt = _build(cfg, strategy, out, data.train_frames, log)
     state = _restore(ckpt, data.data_id, force, log)
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
@@ -203,21 +249,19 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     )
     log.scalars(state["step"], {"vae/bad_files": len(data.checked.bad)}, console=False)
 
-    seed = int(cfg.run.seed)
-    jit = use_xla(v.jit_compile, strategy, rates)
-    train_step = make_train_step(model, optimizer, v.kl_tolerance, seed, strategy, jit_compile=jit)
-    eval_step = make_eval_step(model, v.kl_tolerance, seed, jit_compile=jit)
+    steps = _steps(cfg, model, optimizer, strategy, rates, name)
     # the interleave width orders the frames: a run resumed mid-epoch keeps the width its epoch started with
     cycle = int(state["cycle"]) if state["batch"] and state.get("cycle") else decode_files(v.parallel_files)
     state["cycle"] = cycle
     log.info(
-        "step: %s, %d replica(s); %d episode files decoded in parallel",
-        "XLA" if jit else "graph",
-        strategy.num_replicas_in_sync,
+        "step: %s (%s backend), %d replica(s); %d episode files decoded in parallel",
+        steps.label,
+        steps.backend,
+        strategy.num_replicas_in_sync if strategy is not None else 1,
         cycle,
     )
     preview = _preview_frames(data.val_paths or data.train_paths)
-    loop = _Loop(cfg, run, out, log, data, tf, strategy, model, ckpt, state, early, train_step, eval_step, cycle, preview)
+    loop = _Loop(cfg, run, out, log, data, strategy, model, ckpt, state, early, steps, cycle, preview)
     loop.pending = Deferred(SYNC_EVERY, _handler(loop))  # (step, batch, loss, recon, kl) of steps not read back yet
 
     while state["epoch"] < v.epochs and not state.get("stopped"):
@@ -265,8 +309,8 @@ def _handler(loop: _Loop):
 
 def _train_epoch(loop: _Loop, epoch: int, stop_at_step: int | None) -> None:
     """The training steps of `epoch` from its next batch, a checkpoint every `vae.checkpoint_every` steps."""
-    v, state, tf, pending = loop.cfg.vae, loop.state, loop.tf, loop.pending
-    ds = frame_dataset(
+    v, state, pending = loop.cfg.vae, loop.state, loop.pending
+    ds = loop.steps.batches(
         loop.data.train_paths,
         v.batch_size,
         seed=int(loop.cfg.run.seed),
@@ -276,16 +320,17 @@ def _train_epoch(loop: _Loop, epoch: int, stop_at_step: int | None) -> None:
         cycle=loop.cycle,
         failures=loop.data.late,
     )
-    if loop.strategy.num_replicas_in_sync > 1:
+    if loop.strategy is not None and loop.strategy.num_replicas_in_sync > 1:
         ds = loop.strategy.experimental_distribute_dataset(ds)
     for x in ds:
         step = state["step"] + 1
         if stop_at_step is not None and step >= stop_at_step:
             raise KeyboardInterrupt(f"stopped before step {step}")
         state["step"], state["batch"] = step, state["batch"] + 1
-        pending.add(step, state["batch"], *loop.train_step(x, tf.constant(step, tf.int64)))
+        pending.add(step, state["batch"], *loop.steps.train(x, step))
         if v.checkpoint_every > 0 and step % v.checkpoint_every == 0 and state["batch"] < loop.data.steps_per_epoch:
             pending.flush()
+            loop.steps.sync()
             loop.ckpt.save(state)
     pending.flush()
 
@@ -299,13 +344,15 @@ def _end_epoch(loop: _Loop, epoch: int) -> None:
     sums = state["sums"]
     n = max(sums[3], 1)
     train_m = [sums[0] / n, sums[1] / n, sums[2] / n]
-    val_m = _validate(loop.eval_step, data.val_paths, cfg.vae.batch_size, loop.tf, data.late) if data.val_paths else train_m
+    val_m = _validate(loop.steps, data.val_paths, cfg.vae.batch_size, data.late) if data.val_paths else train_m
     _report_late(data.late, data.said, data.checked, cfg.data.max_bad_share, loop.log)
     check_finite(val_m[0], state["step"], loop.ckpt)
-    recon = loop.model(loop.preview).numpy()
+    loop.steps.sync()  # the Keras variables hold the step's weights from here on
+    recon = np.asarray(loop.model(loop.preview))
     grid = image_grid([loop.preview, recon])
     save_png(loop.out / f"recon_epoch_{epoch + 1:03d}.png", grid)
     save_png(run.artifact("reconstructions"), grid)
+    loop.log.image("vae/reconstructions", grid, state["step"])
     improved, stop = early.update(val_m[0])
     if improved or not run.vae_weights.exists():
         save_weights(loop.model, run.vae_weights)
@@ -336,6 +383,7 @@ def _mark_done(loop: _Loop) -> dict[str, Any]:
     v, run, data, state, early = loop.cfg.vae, loop.run, loop.data, loop.state, loop.early
     info = {
         "z_dim": v.z_dim,
+        "backend": loop.steps.backend,
         "epochs": state["epoch"],
         "steps": state["step"],
         "best_val_loss": early.best,
@@ -364,11 +412,11 @@ def _report_late(late: dict[str, str], said: set[str], checked: Checked, max_bad
     checked.refuse_if_too_many_bad(max_bad_share, len(late))
 
 
-def _validate(eval_step, paths: list[Path], batch_size: int, tf, failures: dict[str, str] | None = None) -> list[float]:
+def _validate(steps: _Steps, paths: list[Path], batch_size: int, failures: dict[str, str] | None = None) -> list[float]:
     """Frame-weighted mean (loss, recon, kl) over the validation episodes, fixed noise per batch."""
     totals, n = np.zeros(3), 0
-    for i, x in enumerate(frame_dataset(paths, batch_size, drop_remainder=False, failures=failures)):
+    for i, x in enumerate(steps.batches(paths, batch_size, drop_remainder=False, failures=failures)):
         b = int(x.shape[0])
-        totals += b * np.array([float(t) for t in eval_step(x, tf.constant(i, tf.int64))])
+        totals += b * np.array([float(t) for t in steps.evaluate(x, i)])
         n += b
     return (totals / max(n, 1)).tolist()
