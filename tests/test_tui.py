@@ -75,6 +75,11 @@ def cells(app: WMApp, verb: str) -> list[str]:
     return [str(c) for c in screen(app).query_one("#stages").get_row(verb)]
 
 
+def screen_lines(app: WMApp) -> list[str]:
+    """The text of each line of the terminal as the app draws it now (the active screen's compositor)."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -107,6 +112,75 @@ def test_stage_statuses_and_key_figures(tmp_path):
             # earlier stage's log file is viewable
             await pilot.press("g")
             await wait_until(pilot, lambda: "collect finished" in "\n".join(screen(app).query_one("#file-log").lines))
+
+    asyncio.run(main())
+
+
+def test_key_figures_column_grows_to_its_figures(tmp_path):
+    """The key figures column is as wide as its longest figures, not its header: at 80 columns a done evaluate's
+    whole score shows on its row, and train-vae's losses on theirs."""
+    run = make_run(tmp_path)
+    with open(run.metrics_path("train-vae"), "a") as f:
+        f.write(json.dumps({"step": 30, "vae/epoch": 1, "vae/loss": 38.25, "vae/val_loss": 39.5}) + "\n")
+    run.stage_dir("train-vae").joinpath("ckpt.weights.h5").unlink()
+    run.mark_done("train-vae", {})
+    run.eval_summary().parent.mkdir(parents=True, exist_ok=True)  # the evaluate stage's folder
+    atomic_write_json(run.eval_summary(), {"episodes": 10, "mean": 209.0, "std": 62.19})
+    run.mark_done("evaluate", {})
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "evaluate")[2] == "done")
+            shown = {verb: cells(app, verb)[3] for verb in ("evaluate", "train-vae")}
+            assert "mean 209" in shown["evaluate"] and "std 62.19" in shown["evaluate"], shown
+            assert "val_loss 39.5" in shown["train-vae"], shown
+
+            def row(verb: str) -> str:
+                return next(ln for ln in screen_lines(app) if f" {verb} " in ln)
+
+            await wait_until(pilot, lambda: all(figs in row(verb) for verb, figs in shown.items()))
+            assert "key figures" in next(ln for ln in screen_lines(app) if " stage " in ln)
+
+    asyncio.run(main())
+
+
+def test_footer_fits_80_columns(tmp_path):
+    """At 80x24 every key the footer shows fits, esc/q/? among them; it shows the keys that act on the selected
+    stage (r for a resumable one, s for a running one, not l then); S while the pipeline runs is checked by
+    test_pipeline_launch_form_runs_streams_and_stops."""
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "train-vae")[2] == "resumable")
+            await pilot.pause(0.2)
+
+            def footer() -> str:
+                text = screen_lines(app)[-1]
+                assert "q Quit" in text and "? Help" in text, text
+                keys = list(screen(app).query("FooterKey"))
+                assert keys and all(k.region.right <= SIZE[0] for k in keys), [(str(k.render()), k.region) for k in keys]
+                return text
+
+            text = footer()  # collect (done) selected
+            for label in ("l Launch", "P Pipeline", "p Play", "esc Runs"):
+                assert label in text, text
+            assert "Resume" not in text and "Stop" not in text, text
+            await pilot.press("down")  # train-vae: resumable
+            await wait_until(pilot, lambda: "r Resume" in screen_lines(app)[-1])
+            text = footer()
+            assert "l Launch" in text, text
+            # a running stage: s, not l or r
+            lock = run.stage_dir("train-vae") / "LOCK"
+            lock.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+            await wait_until(pilot, lambda: "s Stop" in screen_lines(app)[-1])
+            text = footer()
+            assert "Launch" not in text and "Resume" not in text, text
+            await pilot.press("l", "r")  # hidden keys do nothing
+            await pilot.pause(0.2)
+            assert isinstance(app.screen, RunScreen)
 
     asyncio.run(main())
 
@@ -654,6 +728,8 @@ def test_pipeline_launch_form_runs_streams_and_stops(tmp_path):
             await wait_until(pilot, lambda: "fake pipeline line 2" in log.lines)
             assert any(ln.startswith("fake argv: -m wm pipeline --run") for ln in log.lines)
             await wait_until(pilot, lambda: "running" in str(rs.query_one("#pipeline-status").render()))
+            await wait_until(pilot, lambda: "S Stop pipeline" in screen_lines(app)[-1])  # the footer: S, not P
+            assert "P Pipeline" not in screen_lines(app)[-1] and "? Help" in screen_lines(app)[-1]
             await pilot.press("P")  # running already: no second form
             await pilot.pause()
             assert isinstance(app.screen, RunScreen)

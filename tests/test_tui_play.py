@@ -122,10 +122,15 @@ def test_run_screen_opens_the_play_screen_on_p(tmp_path, monkeypatch):
             await pilot.press("p")
             await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.frames >= 1)
             assert not app.screen.agent and str(run) in requests(log)[0]["argv"]
+            footer = [strip.text for strip in app.screen._compositor.render_strips()][-1]  # fits 80 columns
+            for label in ("Steer", "space Let go", "r Restart", "τ ±", "esc Back", "q Quit", "? Help"):
+                assert label in footer, footer
             await pilot.press("escape")
             await wait_until(pilot, lambda: not isinstance(app.screen, PlayScreen))
             await pilot.press("w")
             await wait_until(pilot, lambda: isinstance(app.screen, PlayScreen) and app.screen.frames >= 1)
             assert app.screen.agent and "--agent" in [r for r in requests(log) if "argv" in r][-1]["argv"]
+            footer = [strip.text for strip in app.screen._compositor.render_strips()][-1]
+            assert "Steer" not in footer and "Let go" not in footer and "? Help" in footer, footer  # C steers
 
     asyncio.run(main())

@@ -33,6 +33,10 @@ HELP = """\
      the result (★), the random check, why the rounds stopped
 [b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes
+          [b]ctrl+p[/b] the command palette (themes, screenshot, keys)
+The footer shows the keys that act now: l and r while the selected stage
+is not running (r when it is resumable), s while it runs, S while the
+pipeline launched here runs.
 
 Stages run as `python -m wm <verb> ...` in their own process group and
 write their output to logs/<stage>.console (the pipeline to

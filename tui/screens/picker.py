@@ -39,7 +39,7 @@ class PickerScreen(Screen[None]):
         yield Label(f"[b]Runs in {self.root}[/b]  (enter opens, n names a new run)", id="picker-title")
         yield OptionList(id="runs")
         yield Input(placeholder=f"new run name (created under {self.root} by its first stage)", id="new-run")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # as on the run screen: ctrl+p still opens it
 
     def on_mount(self) -> None:
         self.action_reload()

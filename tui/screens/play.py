@@ -42,15 +42,18 @@ class PlayScreen(Screen[None]):
     """The dream (or the game) of one run, driven from the keyboard or watched (`--agent`)."""
 
     app: WMApp
+    # Within 80 columns: steering and τ grouped under one label each, shown only where they act (check_action)
+    STEER = Binding.Group("Steer")
+    TAU = Binding.Group("τ ±")
     BINDINGS = [
-        Binding("left", "press('left')", "Left"),
-        Binding("right", "press('right')", "Right"),
+        Binding("left", "press('left')", "Left", group=STEER),
+        Binding("right", "press('right')", "Right", group=STEER),
         Binding("up", "press('up')", "Gas", show=False),
         Binding("down", "press('down')", "Brake", show=False),
         Binding("space", "release", "Let go"),
         Binding("r", "restart", "Restart"),
-        Binding("t", "temperature(0.05)", "τ +"),
-        Binding("g", "temperature(-0.05)", "τ −"),
+        Binding("t", "temperature(0.05)", "τ +", group=TAU),
+        Binding("g", "temperature(-0.05)", "τ −", group=TAU),
         Binding("escape", "back", "Back"),
     ]
 
@@ -77,7 +80,7 @@ class PlayScreen(Screen[None]):
             yield Static("starting (loading V and M)…", id="play-wait")
             yield Image(None, id="play-frame")
             yield Label("", id="play-status")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     async def on_mount(self) -> None:
         python = self.python or getattr(self.app, "python", None) or [sys.executable]
@@ -170,6 +173,14 @@ class PlayScreen(Screen[None]):
         await self._send({"op": "step", "keys": sorted(k for k in self.held if k in self.keys)})
 
     # ------------------------------------------------------------------ keys
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Steering and letting go only while you play (not while C does), τ only in the dream: hidden otherwise."""
+        if action in ("press", "release"):
+            return not self.agent
+        if action == "temperature":
+            return not self.real
+        return True
+
     def action_press(self, key: str) -> None:
         if key in ("left", "right"):  # one direction at a time: the other lets go
             self.held.pop("right" if key == "left" else "left", None)

@@ -52,22 +52,25 @@ class RunScreen(Screen[None]):
     """Stages of one run directory."""
 
     app: WMApp
+    # The footer fits 80 columns: it shows only the keys that act now (check_action: l and r while the selected stage is
+    # not running, r only when it is resumable, s while it runs; P while no pipeline launched from here runs, S while one
+    # does). The panes' keys are left to the tab bar and the help screen (?).
     BINDINGS = [
         Binding("l", "launch", "Launch"),
         Binding("r", "resume", "Resume"),
         Binding("s", "stop", "Stop"),
-        Binding("o", "tab('output')", "Output", show=False),
-        Binding("m", "tab('metrics')", "Metrics"),
-        Binding("i", "tab('media')", "Media"),
-        Binding("R", "tab('rounds')", "Rounds"),  # shown only when the run has rounds (check_action)
         Binding("P", "pipeline", "Pipeline"),
-        Binding("S", "stop_pipeline", "Stop pipeline", show=False),
-        Binding("O", "tab('pipeline')", "Pipeline output", show=False),
+        Binding("S", "stop_pipeline", "Stop pipeline"),
+        Binding("p", "play(False)", "Play"),
+        Binding("escape", "back", "Runs"),
+        Binding("o", "tab('output')", "Output", show=False),
+        Binding("m", "tab('metrics')", "Metrics", show=False),
+        Binding("i", "tab('media')", "Media", show=False),
         Binding("g", "tab('logfile')", "Log", show=False),
         Binding("c", "tab('config')", "Config", show=False),
-        Binding("p", "play(False)", "Play"),
+        Binding("R", "tab('rounds')", "Rounds", show=False),  # only when the run has rounds (check_action)
+        Binding("O", "tab('pipeline')", "Pipeline output", show=False),
         Binding("w", "play(True)", "Watch C", show=False),
-        Binding("escape", "back", "Runs"),
     ]
 
     class Polled(Message, bubble=False):
@@ -119,6 +122,7 @@ class RunScreen(Screen[None]):
         self.outputs: dict[str, Path] = {}  # per stage: what its Output pane follows, from the last snapshot
         self.output_followed: Path | None = None  # what the Output pane follows now
         self.pipeline_status = ""
+        self.keys_state: tuple[bool, ...] | None = None  # what check_action last decided on (see show_keys)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -146,7 +150,7 @@ class RunScreen(Screen[None]):
             with TabPane("Pipeline", id="pipeline"):
                 yield Static(id="pipeline-status", markup=False)
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="pipeline-log")
-        yield Footer()
+        yield Footer(show_command_palette=False)  # ctrl+p still opens it (the help screen says so)
 
     def on_mount(self) -> None:
         table = self.query_one("#stages", DataTable)
@@ -237,9 +241,12 @@ class RunScreen(Screen[None]):
             self.states[verb] = state
             table.update_cell(verb, "mark", mark)
             table.update_cell(verb, "state", state)
-            table.update_cell(verb, "figs", figures_text(figs))
+            text = figures_text(figs)
+            if table.get_cell(verb, "figs") != text:  # the column grows (and shrinks) to its longest figures
+                table.update_cell(verb, "figs", text, update_width=True)
         self.show_pipeline()
         self.show_rounds(snap.rounds)
+        self.show_keys()
         if snap.outputs:
             self.outputs = snap.outputs
             if self.output_path(self.verb) != self.output_followed:  # run from a shell since, or launched here
@@ -287,7 +294,6 @@ class RunScreen(Screen[None]):
                 tabs.hide_tab("rounds")
             else:
                 tabs.show_tab("rounds")
-            self.refresh_bindings()
         table = self.query_one("#rounds-table", DataTable)
         table.clear()
         if rounds is None:
@@ -299,11 +305,37 @@ class RunScreen(Screen[None]):
             table.add_row("★" if name == rounds.result else "", name, dream, real, final, note, key=key)
         self.query_one("#rounds-note", Static).update("\n".join(rounds.notes))
 
+    def stage_busy(self, verb: str) -> bool:
+        """Whether `verb` runs (launched from here, or found running, starting or stopping by the last read)."""
+        proc = self.app.process(self.run.path, verb)
+        return (proc is not None and proc.running) or self.states.get(verb) in ("running", "starting", "stopping")
+
+    def pipeline_running(self) -> bool:
+        proc = self.app.process(self.run.path, PIPELINE)
+        return proc is not None and proc.running
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`R` (the Rounds pane) only for a run with rounds."""
+        """Keys that would not act now are hidden from the footer and do nothing: l and r only while the selected
+        stage is not running (r only when it is resumable), s only while it is; P only while no pipeline launched
+        from here runs, S only while one does; R (the Rounds pane) only for a run with rounds."""
         if action == "tab" and parameters == ("rounds",):
             return self.rounds is not None
+        if action in ("launch", "resume", "stop"):
+            busy = self.stage_busy(self.verb)
+            if action == "stop":
+                return busy
+            return not busy and (action == "launch" or self.states.get(self.verb) == "resumable")
+        if action in ("pipeline", "stop_pipeline"):
+            return self.pipeline_running() == (action == "stop_pipeline")
         return True
+
+    def show_keys(self) -> None:
+        """Refresh the footer when what check_action decides on has changed (not on every poll: it recomposes)."""
+        busy = self.stage_busy(self.verb)
+        state = (busy, self.states.get(self.verb) == "resumable", self.pipeline_running(), self.rounds is not None)
+        if state != self.keys_state:
+            self.keys_state = state
+            self.refresh_bindings()
 
     def show_metrics(self) -> None:
         name = stage(self.verb).name
@@ -347,6 +379,7 @@ class RunScreen(Screen[None]):
         self.follow_output()
         self.follow_logfile()
         self.query_one("#media-view", MediaView).show(self.run, verb)  # reads its files while the pane is shown
+        self.show_keys()
         self.poll()  # its metrics and config arrive with the next snapshot
 
     def console_path(self, verb: str) -> Path:
@@ -447,6 +480,7 @@ class RunScreen(Screen[None]):
             self.action_tab("output")
             if verb == self.verb:
                 self.follow_output()
+        self.show_keys()
         self.poll()
 
     def action_pipeline(self) -> None:
