@@ -171,9 +171,7 @@ def test_the_same_weights_give_the_same_losses_on_jax_and_jax_weights_load_on_te
         o, (c, h) = mdn(bm["z"][:, :-1], bm["action"], bm["restart"])
         out.update({f"m_{k}": np.asarray(val) for k, val in o._asdict().items() if val is not None})
         out["m_c"], out["m_h"] = np.asarray(c), np.asarray(h)
-        terms = mdn.loss_terms(
-            o, bm["z"][:, 1:], bm["z_mask"], bm["done_target"], bm["done_mask"], 10.0, bm["reward"], 1.0
-        )
+        terms = mdn.loss_terms(o, bm["z"][:, 1:], bm["z_mask"], bm["done_target"], bm["done_mask"], 10.0, bm["reward"], 1.0)
         out["m_loss"] = np.array([float(x) for x in terms])
         return out
 
@@ -191,3 +189,41 @@ def test_the_same_weights_give_the_same_losses_on_jax_and_jax_weights_load_on_te
     close(tf_outputs(v2, m2), j, "after_")
     tf_lr = np.array([float(lr_at(s, 1e-3, 1e-5, 0.99999)) for s in (0, 1, 100, 24400)])
     np.testing.assert_allclose(j["lr"], tf_lr, rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_the_device_script_s_dry_run_writes_both_measurements(tmp_path):
+    """bench/device_jax.sh (the lent GPU's script) with DRY=1: small models, JAX on the CPU, both JSON files."""
+    import json
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "DRY": "1", "PY": sys.executable, "OUT": str(tmp_path)}
+    done = subprocess.run(["bash", str(root / "bench" / "device_jax.sh")], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("jax_gpu.json", "jax_cpu.json"):
+        got = json.loads((tmp_path / name).read_text())["jax"]
+        assert got["v"]["frames_per_s"] > 0 and got["m"]["epoch_s"] > 0
+        assert len(got["v"]["loss"]) == 3 and len(got["m"]["nll"]) == 3  # 1 warm + 2 timed steps each
+    assert "cpu" in json.loads((tmp_path / "jax_cpu.json").read_text())["jax"]["device"].lower()
+
+
+@pytest.mark.slow
+@pytest.mark.env
+def test_the_tiny_pipeline_with_v_and_m_on_jax_evaluates(tmp_path):
+    """The tiny Doom pipeline with `KERAS_BACKEND=jax` (run.backend auto): V and M train on JAX, encode, the dream
+    (C's training and M's preview) and the real evaluation load their weights on TensorFlow."""
+    import json
+
+    from wm.core.rundir import RunDir
+
+    run = RunDir(tmp_path / "tiny")
+    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run.path)]
+    cmd += ["--progress-every", "0", "--set", "collect.episodes=4"]
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    for stage in ("train-vae", "train-mdnrnn"):
+        assert json.loads((run.stage_dir(stage) / "DONE").read_text())["backend"] == "jax", stage
+    assert "step: JAX (jax backend)" in run.log_path("train-vae").read_text()
+    assert run.artifact("dream_preview").stat().st_size > 0
+    assert run.is_done("train-controller") and json.loads((run.path / "eval" / "summary.json").read_text())["episodes"] == 4

@@ -99,8 +99,11 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     def last(verb: str, key: str) -> float:
         return [r[key] for r in read_jsonl(run.metrics_path(verb)) if key in r][-1]
 
-    assert last("train-vae", "vae/val_loss") == pytest.approx(192.8105949203321, rel=1e-6)
-    assert last("train-mdnrnn", "mdnrnn/nll") == pytest.approx(1.5667543411254883, rel=1e-6)
+    # float32 round-off follows the CPU's vector unit (oneDNN's kernels): V's loss was 192.81059 on the machine that
+    # recorded it and is 192.81413 on an AVX-512 EPYC, the same run; rel 1e-4 admits that, not a changed recipe (the
+    # kill campaign, tests/test_kill_campaign.py, asserts a resumed stage equal to an unbroken one bit for bit)
+    assert last("train-vae", "vae/val_loss") == pytest.approx(192.8105949203321, rel=1e-4)
+    assert last("train-mdnrnn", "mdnrnn/nll") == pytest.approx(1.5667543411254883, rel=1e-4)
     assert last("train-controller", "es/eval_mean") == 210.0
     assert 0 < summary["mean"] <= 300  # survival steps, capped at the tiny preset's 300
 
