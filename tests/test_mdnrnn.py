@@ -481,7 +481,7 @@ def test_stage_writes_dream_preview_gif(tmp_path):
     save_weights(ConvVAE(4), run.stage_dir("train-vae") / "vae.weights.h5")
     train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
     gif = Image.open(run.stage_dir("train-mdnrnn") / "dream_preview.gif")
-    assert gif.size == (2 * 64, 64) and 2 <= gif.n_frames <= 6
+    assert gif.size == (4 * 64, 2 * 64) and 2 <= gif.n_frames <= 6  # two 64-px rollouts side by side, upscaled ×2 to ≥ 256 px
     assert json.loads((run.stage_dir("train-mdnrnn") / "DONE").read_text())["mdnrnn/step"] == 1
 
 
