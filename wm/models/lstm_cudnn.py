@@ -81,15 +81,12 @@ def restart_segments(lstm, x: tf.Tensor, h0: tf.Tensor, c0: tf.Tensor, restart: 
     return tf.reshape(tf.gather_nd(hs, idx), tf.stack([B, T, -1])), tf.gather(h, last), tf.gather(c, last)
 
 
-def run_keras_lstm(model, x, c0, h0, restart):
-    """`model`'s teacher-forced LSTM over inputs x (B, T, D) from (c0, h0) through its `KerasLSTM`, on a view of its
-    variables: (hs (B, T, H), (c, h))."""
-    from wm.models.mdnrnn import keras_layout
-
-    lstm = model._keras_lstm.layer  # noqa: SLF001 — M keeps the layer out of Keras' saving walk
-    lstm.cell.view = keras_layout(model.lstm_kernel_x, model.lstm_kernel_h, model.lstm_bias)
+def run_keras_lstm(lstm, view, x, c0, h0, restart, predict_done: bool):
+    """M's teacher-forced LSTM over inputs x (B, T, D) from (c0, h0) through `lstm` (a `KerasLSTM`) on `view`, M's
+    variables in Keras' layout (`wm.models.mdnrnn.keras_layout`): (hs (B, T, H), (c, h))."""
+    lstm.cell.view = view
     try:
-        if model.predict_done:
+        if predict_done:
             hs, h, c = restart_segments(lstm, x, h0, c0, restart)
         else:
             hs, h, c = lstm(x, initial_state=[h0, c0])

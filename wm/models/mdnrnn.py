@@ -257,7 +257,8 @@ class MDNRNN(keras.Model):
         if self._keras_lstm.layer is not None:
             from wm.models.lstm_cudnn import run_keras_lstm
 
-            hs, (c, h) = run_keras_lstm(self, x, c0, h0, restart)
+            view = keras_layout(self.lstm_kernel_x, self.lstm_kernel_h, self.lstm_bias)
+            hs, (c, h) = run_keras_lstm(self._keras_lstm.layer, view, x, c0, h0, restart, self.predict_done)
             return self.head(hs), (c, h)
         xw_t = ops.transpose(ops.tensordot(x, self.lstm_kernel_x, 1) + self.lstm_bias, [1, 0, 2])  # (T, B, 4H)
         # the per-step outputs repeat the carry: Keras' TensorFlow scan requires them to have its structure
