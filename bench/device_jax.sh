@@ -18,8 +18,9 @@ PY=${PY:-python3}
 OUT=${OUT:-runs/device}
 mkdir -p "$OUT"
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  SITE=$(mktemp -d)  # the carried wheels, installed for this run only
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+  export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 fi
 if [ "${DRY:-0}" = 1 ]; then
   export JAX_PLATFORMS=cpu

@@ -114,19 +114,9 @@ class MDNRNNSteps:
         return m.dropout_masks(jax.random.uniform(key_z, (b, m.z_dim)), jax.random.uniform(key_h, (b, m.hidden)))
 
     def _loss(self, trainable, fixed, batch, state, masks):
-        m, z = self.model, batch["z"]
         with self.state.scope(trainable, fixed):
-            out, final = m(z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks)
-            total, nll, done_loss, r_loss = m.loss_terms(
-                out,
-                z[:, 1:],
-                batch["z_mask"],
-                batch.get("done_target"),
-                batch.get("done_mask"),
-                self.done_weight,
-                batch.get("reward"),
-                self.reward_weight,
-            )
+            terms, final = self.model.batch_losses(batch, state, masks, self.done_weight, self.reward_weight)
+        total, nll, done_loss, r_loss = terms
         return total, (nll, done_loss, r_loss, final)
 
     def _train_fn(self, trainable, fixed, opt, batch, state):

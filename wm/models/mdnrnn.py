@@ -303,6 +303,27 @@ class MDNRNN(keras.Model):
             r_loss = mixture.reward_loss(out.reward, reward_target, done_mask)
         return nll + done_loss + reward_weight * r_loss, nll, done_loss, r_loss
 
+    def batch_losses(self, batch, state, masks=None, done_weight: float = 10.0, reward_weight: float = 1.0):
+        """A training batch's teacher-forced pass and losses: ((total, nll, done_loss, reward_loss), final (c, h)).
+
+        Batch keys: z (B, L+1, z), action (B, L, A), z_mask (B, L), and restart, done_target, done_mask, reward where
+        the heads need them; inputs are frames [:, :L], targets frames [:, 1:] (teacher forcing, shift 1, §4). Both
+        backends' training steps call it.
+        """
+        z = batch["z"]
+        out, final = self(z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks)
+        terms = self.loss_terms(
+            out,
+            z[:, 1:],
+            batch["z_mask"],
+            batch.get("done_target"),
+            batch.get("done_mask"),
+            done_weight,
+            batch.get("reward"),
+            reward_weight,
+        )
+        return terms, final
+
 
 def _log_softmax_small(x):
     """log-softmax over a short last axis, unrolled: `tf.nn.log_softmax` over K = 5 costs ~4 ms per dream step

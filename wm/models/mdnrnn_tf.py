@@ -38,21 +38,9 @@ def make_train_step(
 
     @tf.function(reduce_retracing=True)
     def train_step(batch, state):
-        z = batch["z"]
         with tf.GradientTape() as tape:
-            out, final = model(
-                z[:, :-1], batch["action"], batch.get("restart"), state=state, training=True, masks=masks(tf.shape(z)[0])
-            )
-            total, nll, done_loss, r_loss = model.loss_terms(
-                out,
-                z[:, 1:],
-                batch["z_mask"],
-                batch.get("done_target"),
-                batch.get("done_mask"),
-                done_weight,
-                batch.get("reward"),
-                reward_weight,
-            )
+            m = masks(tf.shape(batch["z"])[0])
+            (total, nll, done_loss, r_loss), final = model.batch_losses(batch, state, m, done_weight, reward_weight)
         grads = tape.gradient(total, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return nll, done_loss, r_loss, final
