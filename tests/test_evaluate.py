@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -199,6 +200,39 @@ def test_sweep_has_one_row_per_temperature(tmp_path):
     md = (run.path / "eval/temperature_sweep.md").read_text()
     table = [line for line in md.splitlines() if line.startswith("| ") and not line.startswith("| τ")]
     assert len(table) == 2 and table[1].startswith("| 1.15 |") and "1092 ± 556" in table[1]
+
+
+@pytest.mark.env
+def test_the_sweeps_rows_play_over_the_ranks_of_one_mpi_job_as_in_one_process(tmp_path, repo_root):
+    """`mpirun -n 3 python -m wm evaluate --sweep` with a second C trained at another τ: one MPI pool plays both
+    controllers' real episodes (its ranks get the second C as a new context) and the table equals the serial one's
+    (before: the pool of the first row stopped the ranks and the second played in local processes)."""
+    from wm.core.rundir import atomic_savez
+    from wm.tools.sweep import prepare_tau_run
+
+    cfg, run = _tiny_run(tmp_path)
+    for verb in ("collect", "train-vae", "encode", "train-mdnrnn"):
+        run.mark_done(verb, {})
+    other = prepare_tau_run(run, 0.5)
+    n = np.load(run.params("best"))["params"].size
+    theta = np.random.default_rng(1).standard_normal(n).astype(np.float32)
+    atomic_savez(other.params("best"), params=theta, score=np.float64(1.0), generation=np.int64(1))
+    other.mark_done("train-controller", {})
+    mpirun = str(Path(sys.executable).with_name("mpirun"))
+    rows = {}
+    for ranks in (1, 3):
+        argv = [sys.executable, "-m", "wm", "evaluate", "--run", str(run.path), "--sweep", "--episodes", "3"]
+        res = subprocess.run(
+            [*([mpirun, "-n", "3"] if ranks > 1 else []), *argv, "--sweep-runs", str(other.path)],
+            capture_output=True, text=True, cwd=repo_root, timeout=300,
+        )  # fmt: skip
+        assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+        rows[ranks] = json.loads((run.path / "eval/temperature_sweep.json").read_text())["rows"]
+    log = run.log_path("evaluate").read_text()
+    assert log.count("MPI pool: 2 worker ranks ready with a new context") == 2  # one per controller
+    assert [r["controller_run"] for r in rows[3]] == [str(other.path), str(run.path)]
+    assert [r["real"] for r in rows[3]] == [r["real"] for r in rows[1]]
+    assert rows[3][0]["params_file"] != rows[3][1]["params_file"]  # two controllers: two real evaluations
 
 
 def test_prepare_tau_run_links_upstream_stages(tmp_path):

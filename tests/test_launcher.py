@@ -280,3 +280,27 @@ def test_the_guides_launcher_examples_parse_with_the_cli_parser():
     env = {"WM_LAUNCHER": "srun", "WM_LAUNCHER_ARGS": "--mpi=pmi2"}
     for words in cmds:
         assert from_args(parse(*words), env).prefix(2)[-2:] in (["-n", "2"], ["--bind-to", "core"]), words
+
+
+def test_sweep_run_starts_each_taus_training_and_the_table_under_the_launcher(tmp_path, monkeypatch):
+    """`sweep run --mpi 3 --launcher srun`: each τ's train-controller and then `evaluate --sweep` (the table's real
+    episodes) start with the same ranks and launcher (before: the table ran in one process)."""
+    from wm.tools import sweep
+
+    src = RunDir(tmp_path / "r")
+    dsts = {t: RunDir(tmp_path / f"r-tau{t:g}") for t in (0.5, 1.0)}
+    monkeypatch.setattr(sweep, "reuse_or_prepare", lambda s, t: dsts[t])
+    cmds: list[list[str]] = []
+
+    def fake_run(cmd):
+        cmds.append(cmd)
+        if "train-controller" in cmd:
+            RunDir(cmd[cmd.index("--run") + 1]).mark_done("train-controller", {})
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert sweep.run_all(src, [0.5, 1.0], 3, 4, Launcher.parse("srun", "--mpi=pmi2")) == 0
+    pre = ["srun", "--mpi=pmi2", "-n", "3", sys.executable, "-m", "wm"]
+    assert cmds[:2] == [[*pre, "train-controller", "--run", str(d.path)] for d in dsts.values()]
+    table = [*pre, "evaluate", "--run", str(src.path), "--set", "evaluate.temperatures=[0.5, 1]", "--sweep"]
+    assert cmds[2] == [*table, "--sweep-runs", *(str(d.path) for d in dsts.values()), "--episodes", "4"]

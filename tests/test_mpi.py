@@ -285,3 +285,26 @@ def test_collect_and_evaluate_over_three_ranks_equal_the_serial_runs(tmp_path, r
     summaries = [json.loads((runs[n] / "eval" / "random" / "summary.json").read_text()) for n in (1, 3)]
     assert [s["mean"] for s in summaries] == [summaries[0]["mean"]] * 2 and summaries[0]["seeds"] == summaries[1]["seeds"]
     assert RunDir(runs[3]).done_info("collect")["collect/workers"] == 2  # the two playing ranks
+
+
+@pytest.mark.env
+def test_round_controls_real_check_over_three_ranks_equals_the_serial_one(tmp_path, repo_root, monkeypatch):
+    """Round control's checks run `evaluate` under the pipeline's `--mpi` ranks (`control.checks_over`): the random
+    policy's check (`eval/check-random`, round control's yardstick) over `mpirun -n 3` plays the same episodes, to the
+    step, as the one process of `--mpi 1`."""
+    from wm.core import config as C
+    from wm.rounds import control
+
+    monkeypatch.chdir(repo_root)
+    cfg = C.load(["doom_takecover", "tiny"], ["iterate.check_episodes=4", "env.max_steps=120", "iterate.target_ratio=2"])
+    runs = {n: RunDir(tmp_path / f"r{n}") for n in (1, 3)}
+    means = {}
+    for n, run in runs.items():
+        run.bind_config(cfg, None)
+        with control.checks_over(n):
+            means[n] = control.random_check(run, cfg)
+    episodes = [(runs[n].path / "eval" / "check-random" / "episodes.jsonl").read_text() for n in (1, 3)]
+    assert len(episodes[0].splitlines()) == 4 and episodes[0] == episodes[1]
+    assert means[1] == means[3] == json.loads(runs[3].eval_summary("check-random").read_text())["mean"]
+    log = runs[3].log_path("evaluate").read_text()
+    assert "MPI pool: 2 worker ranks ready" in log and "MPI pool" not in runs[1].log_path("evaluate").read_text()

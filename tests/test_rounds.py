@@ -883,3 +883,38 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
     run.params("best").write_bytes(b"C retrained")  # its short check no longer counts: all 100 play
     assert mean(run, cfg, "final-check", "C (final)", 100, reuse="check") == 49.5
     assert (played[-1][0] - base, len(played[-1])) == (0, 100)
+
+
+def test_round_controls_real_checks_run_over_the_pipelines_ranks_and_its_dream_checks_in_one_process(tmp_path, monkeypatch):
+    """The pipeline's `--mpi N` and launcher reach round control's checks (`run_rounds` → `checks_over`): a real-game
+    check is `evaluate` under the launcher with N ranks, a dream check one process (the dream batches on rank 0);
+    outside the rounds, or with `--mpi 1`, every check is a plain `python -m wm evaluate`."""
+    import sys
+
+    from wm.core.launcher import Launcher
+
+    cmds: list[list[str]] = []
+    monkeypatch.setattr(control.subprocess, "run", lambda cmd, check: cmds.append(cmd))
+    where = RunDir(tmp_path / "r")
+    real = ["--tag", "check", "--seed", "5000000", "--episodes", "30", "--gifs", "0"]
+    plain = [sys.executable, "-m", "wm", "evaluate", "--run", str(where.path)]
+
+    def checks(run_, cfg_):  # what run_rounds' first call (the random check) would launch
+        control._evaluate(where, ["--random", *real])
+        control._evaluate(where, ["--dream", *real])
+        raise WMError("stop here")
+
+    monkeypatch.setattr(control, "random_check", checks)
+    args = argparse.Namespace(force=False, mpi=3, mpi_launcher=Launcher.parse("srun", "--mpi=pmi2"))
+    with pytest.raises(WMError, match="stop here"):
+        control.run_rounds(where, _cfg(), args, {}, t0=0.0)
+    control._evaluate(where, real)  # the block is left: one process again
+    assert cmds == [
+        ["srun", "--mpi=pmi2", "-n", "3", *plain, "--random", *real],
+        [*plain, "--dream", *real],
+        [*plain, *real],
+    ]
+    cmds.clear()
+    with pytest.raises(WMError, match="stop here"):
+        control.run_rounds(where, _cfg(), argparse.Namespace(force=False, mpi=1), {}, t0=0.0)
+    assert cmds == [[*plain, "--random", *real], [*plain, "--dream", *real]]

@@ -24,8 +24,10 @@ and the evaluator built once (V/M loaded once, envs opened once). The pool hands
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -310,17 +312,24 @@ def evaluate_seeds(
     workers: int = 1,
     progress: Any = None,
     log: Any = None,
+    pool: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): over the MPI ranks when launched
     under mpirun/srun (rank 0 dispatches; real-env kinds only: the dream batches every episode in one graph on rank
     0, whose CLI then releases the ranks), in this process (`workers <= 1`, all TF threads), or over `workers` spawned
-    processes. Every episode depends only on its seed, so each way gives the same returns."""
+    processes. Every episode depends only on its seed, so each way gives the same returns.
+
+    `pool`: an open pool of the caller's (`job_pool`: one MPI pool for a job's several evaluations, as the τ sweep's
+    rows), given this spec's context (`reinit`) and left open."""
     from dataclasses import replace
 
     from wm.core.procpool import ProcessPool
     from wm.mpi import launched_size, make_pool
     from wm.mpi.pool import PROCESS, SerialPool
 
+    if pool is not None:
+        pool.reinit(init_worker, (spec,))
+        return run_seeds(pool, params, seeds, n_params, progress)
     workers = max(1, min(int(workers), len(seeds)))
     # one MPI pool per job: its close stops the ranks, so a later call (the τ sweep's next τ) uses local processes
     if launched_size() > 1 and spec.kind not in ("dream", "random-dream") and not PROCESS.workers_released:
@@ -333,3 +342,18 @@ def evaluate_seeds(
         pool = ProcessPool(init_worker, (spec,), workers=workers, retries=0, log=log)
     with pool:
         return run_seeds(pool, params, seeds, n_params, progress)
+
+
+@contextlib.contextmanager
+def job_pool(timeout: float, log: Any = None) -> Iterator[Any]:
+    """Under mpirun/srun, rank 0's MPI pool for several real-env evaluations of one job (`evaluate_seeds(pool=…)`
+    gives it each one's spec; `timeout`: `es.task_timeout`): closing a pool stops the worker ranks, so without it only
+    a job's first evaluation runs over them. None (each evaluation picks its own pool) when not launched with ranks."""
+    from wm.mpi import launched_size, make_pool
+    from wm.mpi.pool import PROCESS
+
+    if launched_size() <= 1 or PROCESS.workers_released:
+        yield None
+        return
+    with make_pool(None, (), timeout=float(timeout), retries=0, log=log) as pool:
+        yield pool

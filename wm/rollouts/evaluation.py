@@ -126,8 +126,10 @@ def play(
     workers: int = 1,
     progress: Any = None,
     log: Any = None,
+    pool: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Returns and lengths (in seed order) of `kind` (wm.rollouts.engine.KINDS) with `params` on `seeds`, through the engine.
+    """Returns and lengths (in seed order) of `kind` (wm.rollouts.engine.KINDS) with `params` on `seeds`, through the engine
+    (`pool`: a job's open pool, `engine.job_pool`).
 
     Real episodes always use the official renderer (`scoring_config`)."""
     from wm.envs import action_dim
@@ -137,4 +139,4 @@ def play(
     cfg = scoring_config(cfg)
     spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
-    return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log)
+    return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log, pool=pool)

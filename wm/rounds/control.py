@@ -6,15 +6,18 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from wm.cli import stage_command
 from wm.core.config import Config
 from wm.core.errors import WMError
+from wm.core.launcher import Launcher
 from wm.core.rundir import RunDir, atomic_write_json
 from wm.rollouts.evaluation import pooled_mean
 from wm.rounds.iterate import (
@@ -37,8 +40,36 @@ from wm.rounds.runner import evaluate_result, pass_last, run_stages
 from wm.rounds.workclock import WorkLedger
 
 
+@dataclass(frozen=True)
+class CheckRanks:
+    """How round control's checks start `evaluate`: the real-game ones over `ranks` MPI ranks started by `launcher`
+    (the pipeline's `--mpi` and `--launcher`), so one cluster job spreads them as it spreads collect and C; the dream
+    ones in one process (the dream batches every episode in one graph on rank 0: more ranks would only wait)."""
+
+    ranks: int = 1
+    launcher: Launcher | None = None
+
+    def command(self, where: RunDir, verb_args: list[str]) -> list[str]:
+        ranks = 1 if "--dream" in verb_args else max(1, int(self.ranks))
+        return [*stage_command("evaluate", where.path, ranks=ranks, launcher=self.launcher), *verb_args]
+
+
+# set by `run_rounds` for the rounds' length (`checks_over`): the checks, the dream gate and the final check read it
+_CHECK_RANKS: ContextVar[CheckRanks | None] = ContextVar("check_ranks", default=None)
+
+
+@contextmanager
+def checks_over(ranks: int, launcher: Launcher | None = None) -> Iterator[None]:
+    """Round control's checks run `evaluate` over `ranks` ranks (`CheckRanks`) inside this block."""
+    token = _CHECK_RANKS.set(CheckRanks(ranks, launcher))
+    try:
+        yield
+    finally:
+        _CHECK_RANKS.reset(token)
+
+
 def _evaluate(where: RunDir, verb_args: list[str]) -> None:
-    subprocess.run([sys.executable, "-m", "wm", "evaluate", *verb_args, "--run", str(where.path)], check=True)
+    subprocess.run((_CHECK_RANKS.get() or CheckRanks()).command(where, verb_args), check=True)
 
 
 def _check_mean(
@@ -240,7 +271,20 @@ def run_rounds(
     t0: float,
     clock: RunClock | None = None,
 ) -> list[RunDir]:
-    """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`)."""
+    """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`),
+    whose real checks run over the pipeline's `--mpi` ranks (`checks_over`)."""
+    with checks_over(int(getattr(args, "mpi", 1) or 1), getattr(args, "mpi_launcher", None)):
+        return _rounds(run, cfg, args, timings, t0, clock)
+
+
+def _rounds(
+    run: RunDir,
+    cfg: Config,
+    args: argparse.Namespace,
+    timings: dict[str, float],
+    t0: float,
+    clock: RunClock | None,
+) -> list[RunDir]:
     n = int(cfg.iterate.rounds)
     if n <= 0:
         return []

@@ -83,6 +83,7 @@ def run_sweep(
     """
     from wm.core.metrics import make_logger
     from wm.core.procpool import worker_count
+    from wm.rollouts.engine import job_pool
     from wm.rollouts.evaluation import Progress, play, seed_list, summarize
     from wm.rollouts.world import load_world
 
@@ -94,7 +95,9 @@ def run_sweep(
     sources = controller_sources(cfg, run, temps, list(sweep_runs))
     real_cache: dict[str, dict[str, Any]] = {}
     rows: list[dict[str, Any]] = []
-    with make_logger(run, "evaluate") as log:
+    # under mpirun/srun one MPI pool plays every row's real episodes (each controller its own context): a closed pool
+    # has stopped the worker ranks
+    with make_logger(run, "evaluate") as log, job_pool(float(cfg.es.task_timeout), log) as pool:
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
@@ -107,9 +110,8 @@ def run_sweep(
             dream = summarize(rets, lens)
             if str(pfile) not in real_cache:
                 prog = Progress(len(seeds), f"τ {tau:g} real")
-                rets, lens = play(
-                    scfg, src, "real", theta, seeds, workers=worker_count(cfg.evaluate.workers), progress=prog.update, log=log
-                )
+                workers = worker_count(cfg.evaluate.workers)
+                rets, lens = play(scfg, src, "real", theta, seeds, workers=workers, progress=prog.update, log=log, pool=pool)
                 real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
             rows.append(
@@ -217,12 +219,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
 
 def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None, launcher: Launcher | None = None) -> int:
     """`sweep run`: each τ run prepared (or reused), its C trained unless DONE (with `mpi` ranks started by
-    `launcher`, default mpirun), then `evaluate --sweep` over them.
+    `launcher`, default mpirun), then `evaluate --sweep` over them (under the same ranks).
 
     The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
     depends on), each played by the C trained at that τ."""
     import subprocess
-    import sys
     import time
 
     from wm.cli import stage_command
@@ -240,7 +241,8 @@ def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None, laun
             raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
         print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
     temps = "evaluate.temperatures=[" + ", ".join(f"{t:g}" for t in taus) + "]"
-    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(src.path), "--sweep", "--set", temps]
+    # the table's real episodes over the same ranks as the training (evaluate --sweep keeps one MPI pool for its rows)
+    cmd = [*stage_command("evaluate", src.path, sets=[temps], ranks=mpi, launcher=launcher), "--sweep"]
     cmd += ["--sweep-runs", *(str(d.path) for d in made)] + (["--episodes", str(episodes)] if episodes else [])
     print(f"[sweep] the table: {' '.join(cmd)}", flush=True)
     return subprocess.run(cmd).returncode
