@@ -40,6 +40,13 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     summary = json.loads(run.eval_summary("real").read_text())
     assert summary["episodes"] == 4 and -100 < summary["mean"] < 1000
     assert 1 <= summary["len_mean"] <= 300
+    # its recording plays in the game's time: CarRacing's 50 steps a second (Doom's 35 made it play at 0.7×)
+    from PIL import Image
+
+    first = json.loads((run.eval_dir("real") / "episodes.jsonl").read_text().splitlines()[0])
+    with Image.open(run.eval_dir("real") / "episode_000.gif") as im:
+        total = sum(im.seek(i) or int(im.info["duration"]) for i in range(im.n_frames))
+    assert abs(total - first["length"] / 50 * 1000) <= 10, (total, first["length"])
 
     # M learned the reward too; C trained in its dream is paid M's predicted rewards, not +1 per step
     assert any("mdnrnn/reward_loss" in r for r in read_jsonl(run.metrics_path("train-mdnrnn")))

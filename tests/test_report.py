@@ -194,3 +194,12 @@ def test_pipeline_timings_merge_every_command_on_the_run(tmp_path):
     t = pipeline_timings(run)
     assert (t["collect"], t["round 1/collect"], t["round 2/collect"], t["total_s"]) == (60.0, 20.0, 30.0, 150.0)
     assert pipeline_timings(RunDir(tmp_path / "none")) == {}
+
+
+def test_key_figures_drop_their_namespace_unless_the_name_is_shown_already():
+    """train-controller's line: the ES generation and the real pick's generation are two figures, told apart."""
+    from wm.core.format import figures
+
+    figs = {"es/generation": 60, "es/best": 798.1, "pick/generation": 50, "pick/real": 731.04}
+    assert figures(figs) == "generation 60  best 798.1  pick generation 50  real 731"
+    assert figures({"vae/loss": 41.2, "vae/val_loss": 40.0}, ", ") == "loss 41.2, val_loss 40"

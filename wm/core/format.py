@@ -19,8 +19,15 @@ def number(v: Any) -> str:
 
 
 def figures(figs: dict[str, Any], sep: str = "  ") -> str:
-    """Namespaced key figures without their namespace: `{"vae/loss": 41.2}` → `loss 41.2`."""
-    return sep.join(f"{k.split('/', 1)[-1]} {number(v)}" for k, v in figs.items())
+    """Namespaced key figures without their namespace: `{"vae/loss": 41.2}` → `loss 41.2`; a name already shown keeps
+    its namespace (`{"es/generation": 60, "pick/generation": 50}` → `generation 60  pick generation 50`)."""
+    seen: set[str] = set()
+    parts = []
+    for k, v in figs.items():
+        short = k.split("/", 1)[-1]
+        parts.append(f"{short if short not in seen else k.replace('/', ' ')} {number(v)}")
+        seen.add(short)
+    return sep.join(parts)
 
 
 def duration(s: float | None) -> str:

@@ -31,6 +31,7 @@ class EnvFamily:
     paper: Mapping[str, str] = field(default_factory=dict)  # the paper's scores by evaluation kind
     tau_table: bool = False  # the paper reports its dream and real scores per temperature (§9)
     renderers: tuple[str, ...] = ()  # env.renderer's choices (official first: every reported score uses it)
+    steps_per_s: float = 30.0  # agent steps a second of game time: a recording plays in real time at this rate
 
     def key_action(self, keys: set[str] | frozenset[str]) -> np.ndarray:
         """The controller-space action (what C would output, tanh range) of the keys held.
@@ -62,6 +63,7 @@ DOOM = EnvFamily(
         "random": "210 ± 108",
     },
     tau_table=True,
+    steps_per_s=35.0,  # ViZDoom's 35 tics a second (§1b), no frame skip
 )
 CARRACING = EnvFamily(
     name="carracing",
@@ -72,8 +74,10 @@ CARRACING = EnvFamily(
     track_tiles=True,
     paper={"real": "906 ± 21 (full World Model, z and h)"},
     renderers=("official", "fast"),
+    steps_per_s=50.0,  # gymnasium's CarRacing runs at 50 frames a second, one step a frame
 )
-GYM = EnvFamily(name="gym", survival=False, score_label="return", score_note="", keys=(), track_tiles=False)
+# ALE's 60 Hz at v5's frameskip 4 (the Atari blocks'): another gym env's recording plays faster or slower than its game
+GYM = EnvFamily(name="gym", survival=False, score_label="return", score_note="", keys=(), track_tiles=False, steps_per_s=15.0)
 
 
 def family(env: str | Config) -> EnvFamily:

@@ -24,7 +24,7 @@ LABELS = {"real": "real screen", "input": "V input", "reconstruction": "V recons
 PANEL_SIZE = 128  # px, each panel (192 before the size bound: 2.25× the pixels of every frame)
 STRIP = 14  # px, each label strip: one line of Pillow's default font (12 px) and a margin
 STRIP_BG, STRIP_FG = (24, 24, 24), (235, 235, 235)
-FPS = 35  # game steps per second: ViZDoom's 35 tics (§1b), no frame skip; GIFs play in real time at this rate
+FPS = 35  # game steps per second by default (ViZDoom's 35 tics, §1b); evaluate passes the env's (`EnvFamily.steps_per_s`)
 # The size bound of one recording. 5 MB keeps a full 2100-step episode (env.max_steps) viewable in a browser, the
 # TUI and the MLflow UI, and a run's few GIFs small beside its weights (the unbounded GIFs were 7 MB for a 337-step
 # episode, ~45 MB for 2100 steps). GIF_BYTES_PER_PIXEL is what a frame of game panels costs once encoded

@@ -197,10 +197,12 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
 def _write_gifs(cfg: Config, run: RunDir, p: _Plan, gifs: int | None, log: Any) -> None:
     """GIFs of the first `gifs` episodes (`evaluate.gif_episodes` when None), each played again and recorded."""
+    from wm.envs.family import family
     from wm.rollouts.recording import record_episode, save_episode_gif
 
+    fps = family(cfg).steps_per_s  # the recording plays in the game's time: Doom 35 steps a second, CarRacing 50
     for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(p.seeds))):
         path = run.eval_dir(p.tag) / f"episode_{i:03d}.gif"
         frames = record_episode(p.cfg_t, run, p.kind, p.params, p.seeds[i])
-        save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride)
+        save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride, fps=fps)
         log.info("wrote %s (%d steps)", path, len(next(iter(frames.values()))))
