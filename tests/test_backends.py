@@ -226,4 +226,9 @@ def test_the_tiny_pipeline_with_v_and_m_on_jax_evaluates(tmp_path):
         assert json.loads((run.stage_dir(stage) / "DONE").read_text())["backend"] == "jax", stage
     assert "step: JAX (jax backend)" in run.log_path("train-vae").read_text()
     assert run.artifact("dream_preview").stat().st_size > 0
+    # the preview's child on TensorFlow sends the dream filmstrip back to the stage's TensorBoard logger
+    from tests.test_tensorboard import values
+
+    images = [v.tag for _, v in values(run.tb_dir / "mdnrnn") if v.HasField("image")]
+    assert images == ["mdnrnn/dream_preview"], images
     assert run.is_done("train-controller") and json.loads((run.path / "eval" / "summary.json").read_text())["episodes"] == 4

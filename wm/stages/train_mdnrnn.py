@@ -352,42 +352,73 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     for _ in range(n):
         zs = dream_episode(env, int(rng.integers(2**31)), steps, random=True, record=True)[2]["z"]
         rollouts.append(np.stack(decode(vae, np.stack(zs).astype(np.float32))))
-    # the TensorBoard filmstrip needs the stage's metrics logger (the preview's child process after a JAX training
-    # has a plain one: GIF only)
+    # the TensorBoard filmstrip goes to the stage's metrics logger (after a JAX training, the preview child's
+    # `_ImageRelay`, which hands it to the parent's logger)
     t_max = save_dream_preview(run.artifact("dream_preview"), rollouts, log if hasattr(log, "image") else None)
     log.info("dream preview: %d rollouts, %d frames", n, t_max)
 
 
 def _preview_on_tensorflow(run: RunDir, log) -> None:
     """`preview` after a JAX training: in a child process on TensorFlow (the dream kernel's backend), from the weights
-    file just written, the way every later stage loads them."""
+    file just written, the way every later stage loads them. The child's TensorBoard pictures (the dream filmstrip)
+    come back over a pipe and go to this stage's logger."""
     import multiprocessing
     import os
 
     saved = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = "tensorflow"  # a spawned child takes the environment as it is at its start
+    ctx = multiprocessing.get_context("spawn")
+    ours, theirs = ctx.Pipe(duplex=False)
     try:
-        child = multiprocessing.get_context("spawn").Process(target=_preview_child, args=(str(run.path),))
+        child = ctx.Process(target=_preview_child, args=(str(run.path), theirs))
         child.start()
     finally:
         if saved is None:
             os.environ.pop("KERAS_BACKEND", None)
         else:
             os.environ["KERAS_BACKEND"] = saved
+    theirs.close()  # the child holds the writing end: a child that dies ends our read with EOFError
+    try:
+        images = ours.recv()
+    except EOFError:
+        images = []
     child.join()
     if child.exitcode != 0:
         raise WMError(f"the dream preview's process on TensorFlow exited with {child.exitcode}")
+    for tag, img in images:
+        if hasattr(log, "image"):
+            log.image(tag, img)
     log.info("dream preview drawn on TensorFlow from %s", run.mdnrnn_weights.name)
 
 
-def _preview_child(run_path: str) -> None:
-    """The child of `_preview_on_tensorflow`: M from the run's weights file, then `preview`."""
-    import logging
+class _ImageRelay:
+    """The preview child's logger: lines to `logging`, pictures kept to be sent to the parent's metrics logger."""
 
+    def __init__(self, name: str) -> None:
+        import logging
+
+        self._log = logging.getLogger(name)
+        self.images: list[tuple[str, np.ndarray]] = []
+
+    def info(self, msg: str, *args) -> None:
+        self._log.info(msg, *args)
+
+    def warning(self, msg: str, *args) -> None:
+        self._log.warning(msg, *args)
+
+    def image(self, tag: str, img, step: int | None = None) -> None:
+        self.images.append((tag, np.asarray(img)))
+
+
+def _preview_child(run_path: str, conn) -> None:
+    """The child of `_preview_on_tensorflow`: M from the run's weights file, then `preview`; its pictures to `conn`."""
     from wm.core import tf_setup
     from wm.models.mdnrnn import load_mdnrnn
 
     tf_setup.setup()
     run = RunDir(run_path)
     cfg = run.load_config()
-    preview(cfg, run, load_mdnrnn(run.mdnrnn_weights), logging.getLogger("wm.train-mdnrnn.preview"))
+    relay = _ImageRelay("wm.train-mdnrnn.preview")
+    preview(cfg, run, load_mdnrnn(run.mdnrnn_weights), relay)
+    conn.send(relay.images)
+    conn.close()
