@@ -46,8 +46,15 @@ def add_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
 
 
+# HDF5's own lossless filters (built into every h5py): byte shuffle then gzip take float16 weights ≈ 10 % smaller
+# (V 8.94 → 8.03 MB), so the shipped agents fit their 20 MB together; h5py (and so Keras) reads them back unchanged
+COMPRESS = {"compression": "gzip", "compression_opts": 9, "shuffle": True}
+MIN_COMPRESSED = 65536  # elements (128 kB in float16)
+
+
 def half_h5(src: Path, dst: Path) -> None:
-    """Copy a Keras `.weights.h5` with every float32 dataset stored as float16 (groups, attributes, the rest as is)."""
+    """Copy a Keras `.weights.h5` with every float32 dataset stored as float16 (groups, attributes, the rest as is),
+    arrays compressed without loss (`COMPRESS`); a float16 file is copied bit for bit in its values."""
     import h5py
 
     with h5py.File(src, "r") as s, h5py.File(dst, "w") as d:
@@ -60,7 +67,9 @@ def half_h5(src: Path, dst: Path) -> None:
             data = obj[()]
             if isinstance(data, np.ndarray) and data.dtype == np.float32:
                 data = data.astype(np.float16)
-            d.create_dataset(name, data=data).attrs.update(dict(obj.attrs))
+            # small arrays stay contiguous: a chunked dataset's index costs more than gzip saves on them
+            packed = COMPRESS if isinstance(data, np.ndarray) and data.size >= MIN_COMPRESSED else {}
+            d.create_dataset(name, data=data, **packed).attrs.update(dict(obj.attrs))
 
         s.visititems(copy)
 
