@@ -30,6 +30,8 @@ demo: $(STAMP)
 	$(PY) -m wm results --runs runs/demo-agent --out runs/demo-agent/results --resamples 2000
 	@echo "== watch it: runs/demo-agent/eval/real/episode_000.gif. Play in its dream: python -m wm play --run"
 	@echo "   runs/demo-agent (a pygame window; <- -> dodge, r restart), or python -m wm tui runs/demo-agent and press p"
+	@echo "== a CarRacing agent ships too: wm/agents/carracing_small_s0 (the small preset on seed 0; its AGENT.md). Drive"
+	@echo "   in its dream: python -m wm play --run wm/agents/carracing_small_s0 (<- -> steer, up gas, down brake)"
 
 ## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
 test: $(STAMP)

@@ -113,3 +113,34 @@ def test_real_game_panels(agent):
         assert f.image.shape[1] > 2 * 256 and f.step == 3 and f.score == 3.0 and f.temperature is None
     finally:
         s.close()
+
+
+CAR = "wm/agents/carracing_small_s0"
+
+
+@pytest.fixture(scope="module")
+def car():
+    run = RunDir(Path(__file__).resolve().parent.parent / CAR)
+    return run, update(run.load_config(), {"dream": {"max_steps": 12}})
+
+
+def test_carracing_dream_follows_steer_gas_and_brake(car):
+    """The shipped CarRacing agent's dream driven from the keys: ← → steer, ↑ gas, ↓ brake are M's action input; the
+    score is M's reward head's (not +1 a step); the episode ends at dream.max_steps."""
+    run, cfg = car
+    s = PlaySession(cfg, run, seed=3)
+    first = s.reset()
+    assert first.step == 0 and first.image.shape == (256, 256, 3)
+    gas = [s.step({"up"}) for _ in range(8)]
+    assert [f.action for f in gas] == [[0.0, 1.0, 0.0]] * 8
+    s.reset(seed=3)
+    turn = [s.step({"left", "down"}) for _ in range(8)]
+    assert turn[0].action == pytest.approx([-1.0, 0.0, 0.8])  # the env's action: steer left, no gas, brake 0.8
+    assert not np.array_equal(gas[-1].image, turn[-1].image)  # M saw other actions
+    assert gas[-1].score != 8.0 and gas[-1].score != turn[-1].score  # M's predicted rewards
+    while not (f := s.step({"up"})).done:
+        pass
+    assert f.step == 12
+    out = io.StringIO()
+    assert serve(PlaySession(cfg, run, seed=3), io.StringIO('{"op": "reset"}\n{"op": "quit"}\n'), out) == 0
+    assert json.loads(out.getvalue().splitlines()[0])["keys"] == ["left", "right", "up", "down"]
