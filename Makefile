@@ -33,12 +33,13 @@ demo: $(STAMP)
 	@echo "== a CarRacing agent ships too: wm/agents/carracing_small_s0 (the small preset on seed 0; its AGENT.md). Drive"
 	@echo "   in its dream: python -m wm play --run wm/agents/carracing_small_s0 (<- -> steer, up gas, down brake)"
 
-## test: the whole suite (slow end-to-end tests included); `make test-fast` skips those marked slow
+## test: the whole suite (slow end-to-end tests included) on every core (pytest-xdist, work stealing; the slow tier
+## starts first); `make test-fast` skips those marked slow. One process: `.venv/bin/python -m pytest -q`
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n auto --dist worksteal -m "not slow"
 
 ## lint: ruff's lint and format checks (CI runs them before the tests)
 lint: $(STAMP)

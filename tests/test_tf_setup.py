@@ -97,6 +97,42 @@ print("ok")
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr
 
 
+def test_a_decision_is_applied_quietly_when_a_model_module_first_imports_tf(repo_root):
+    """`decide` imports nothing; TF's first import, wherever it happens (here a plain `import tensorflow`, as a
+    model module does), applies the decision as `setup` would, with TF's C++ start-up lines muted."""
+    code = """
+import sys
+from wm.core import tf_setup
+tf_setup.decide(threads=2, gpu=False)
+assert "tensorflow" not in sys.modules
+import tensorflow as tf
+assert tf.config.threading.get_intra_op_parallelism_threads() == 2
+assert tf.config.threading.get_inter_op_parallelism_threads() == 2 and not tf.config.get_visible_devices("GPU")
+assert tf.__spec__.loader.__class__.__name__ != "_QuietLoader"  # TF keeps its own loader
+print("ok")
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0 and "ok" in res.stdout, res.stderr
+    assert "absl" not in res.stderr and "oneDNN" not in res.stderr, res.stderr
+
+
+def test_the_random_baseline_never_starts_tensorflow(tmp_path, repo_root):
+    """A random-policy evaluation (GIF included) through the CLI loads no model, so its process never imports TF
+    (≈ 4 s of start-up per process; the verb still mutes TF where a model loads it)."""
+    code = f"""
+import sys
+from wm.cli import main
+rc = main(["evaluate", "--configs", "doom_takecover", "tiny", "--run", {str(tmp_path / "r")!r}, "--random",
+           "--episodes", "2", "--gifs", "1", "--set", "evaluate.workers=1"])
+assert rc == 0, rc
+print("tensorflow" in sys.modules, "keras" in sys.modules)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "False False", res.stdout
+    assert (tmp_path / "r" / "eval" / "random" / "episode_000.gif").exists()
+
+
 def test_mpi_worker_rank_decides_one_thread_no_gpu_before_tf_loads(repo_root):
     """cli.main's first step on a worker rank: one thread, no GPU, decided before TF is imported (no CUDA probe)."""
     code = """

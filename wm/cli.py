@@ -302,8 +302,8 @@ def refuse_writes_into_the_package(args: argparse.Namespace) -> None:
 def tf_first(loads_tf: bool) -> None:
     """TensorFlow's devices before anything else: an MPI worker rank decides one thread and no GPU now, before TF
     is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
-    leave the decision to the stage's `run` (wm.core.tf_setup). A verb that loads TF anyway imports it here, its C++
-    start-up noise muted."""
+    leave the decision to the stage's `run` (wm.core.tf_setup). A verb that loads TF mutes its C++ start-up noise
+    on the first import, wherever the verb's work reaches it (a random-policy evaluation never does)."""
     from wm.mpi import launched_rank
 
     if launched_rank() > 0:
@@ -311,9 +311,10 @@ def tf_first(loads_tf: bool) -> None:
 
         decide(threads=1, gpu=False)
     if loads_tf:
-        from wm.core.tf_setup import quiet_import
+        from wm.core import tf_setup
 
-        quiet_import()
+        tf_setup.keras_on_tensorflow()  # before any Keras import: its backend is fixed then
+        tf_setup.quiet_on_first_import()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -53,7 +53,7 @@ class Stage:
     help: str
     sections: tuple[str, ...]  # config sections this stage owns
     role: str  # data | world | controller | eval
-    tf: bool  # always loads TensorFlow (imported first, quietly)
+    tf: bool  # loads TensorFlow where its work needs it (its C++ start-up lines muted on the first import)
     reads: tuple[str, ...]  # artifact keys (wm.core.rundir.ARTIFACTS)
     writes: tuple[str, ...]
     key_figures: tuple[str, ...]  # metric keys shown by status and the TUI

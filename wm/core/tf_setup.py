@@ -23,11 +23,29 @@ TensorFlow.
 
 from __future__ import annotations
 
+import contextlib
+import importlib.abc
+import importlib.util
 import os
 import sys
 from dataclasses import dataclass
 
 AUTO = "auto"  # an argument left to the process's decision (or, before any, to its role)
+
+
+@contextlib.contextmanager
+def _stderr_muted():
+    """File descriptor 2 pointed at /dev/null, then restored (Python's own errors propagate after the restore)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def quiet_import():
@@ -39,24 +57,64 @@ def quiet_import():
     """
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
-    _keras_on_tensorflow()
+    keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    sys.stderr.flush()
-    saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 2)
+    with _stderr_muted():
         import tensorflow as tf
 
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(devnull)
     return tf
 
 
-def _keras_on_tensorflow() -> None:
+class _QuietLoader(importlib.abc.Loader):
+    """TensorFlow's own loader, run with stderr muted, then the CUDA probe (`quiet_import`'s two noisy steps) and
+    this process's device decision applied, as `setup` would: threads, GPU visibility, memory growth."""
+
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self._inner  # the module keeps TF's loader
+        with _stderr_muted():
+            self._inner.exec_module(module)
+            module.config.list_physical_devices("GPU")
+            if _Process.decided is not None:
+                _apply(module, _Process.decided)
+
+
+class _QuietFinder(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` once, through the other finders, and hands its import to `_QuietLoader`."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        quiet_on_first_import(False)  # once: the nested lookup below must not find this finder again
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+_FINDER = _QuietFinder()
+
+
+def quiet_on_first_import(on: bool = True) -> None:
+    """Mute TensorFlow's C++ start-up lines whenever this process first imports it (a stage's `setup`, a model
+    module, Keras or TFP importing it) and apply the device decision then, instead of importing it up front: a
+    process whose work needs no TF (the random policy's collect and evaluation, an MPI master that only
+    dispatches) never pays its start-up, ≈ 4–5 s of CPU per process. `decide` turns it on. While the import runs
+    stderr is muted for the whole process, other threads included."""
+    if on:
+        if "tensorflow" not in sys.modules and _FINDER not in sys.meta_path:
+            sys.meta_path.insert(0, _FINDER)
+    elif _FINDER in sys.meta_path:
+        sys.meta_path.remove(_FINDER)
+
+
+def keras_on_tensorflow() -> None:
     """Keras on TensorFlow in a process that sets TF up (every stage but a JAX run's train-vae and train-mdnrnn,
     `wm.core.backend`): a `KERAS_BACKEND=jax` left in the shell must not send encode or the dream to JAX."""
     if "keras" not in sys.modules:
@@ -135,7 +193,9 @@ def _resolve(threads, gpu, base: Devices) -> Devices:
 
 
 def decide(threads: int | None | str = AUTO, gpu: bool | str = AUTO) -> Devices:
-    """Record (and, where TF is loaded, apply) this process's device decision; returns it. Imports no TensorFlow.
+    """Record (and, where TF is loaded, apply) this process's device decision; returns it. Imports no TensorFlow:
+    where TF is not loaded yet, its first import applies the decision (`quiet_on_first_import`), so a process
+    that decides first and then may or may not need TF pays its start-up only when it does.
 
     Before TF is imported, hiding the GPU sets `CUDA_VISIBLE_DEVICES=-1` (CUDA is then never probed). See the
     module docstring for what a later call may change. Raises WMError for another GPU set once TF has started.
@@ -161,6 +221,7 @@ def decide(threads: int | None | str = AUTO, gpu: bool | str = AUTO) -> Devices:
         _apply(sys.modules["tensorflow"], want)
     else:
         _cuda_env(want.gpu)
+        quiet_on_first_import()  # applied when TF first loads, wherever that is
     return want
 
 
@@ -198,7 +259,7 @@ def setup(threads: int | None | str = AUTO, gpu: bool | str = AUTO, mixed_precis
     Raises:
         WMError: the call asks for another GPU set after TF started in this process (see the module docstring).
     """
-    _keras_on_tensorflow()
+    keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     want = decide(threads, gpu)  # before the import: a hidden GPU is never probed
     tf = quiet_import()

@@ -195,7 +195,10 @@ class WorkerContext:
                 os.environ.setdefault(k, "1")
             from wm.core import tf_setup
 
-            tf_setup.setup(threads=spec.threads, gpu=spec.gpu)
+            if spec.kind == "random":  # no model: the decision only (TF, never imported, costs no start-up)
+                tf_setup.decide(threads=spec.threads, gpu=spec.gpu)
+            else:
+                tf_setup.setup(threads=spec.threads, gpu=spec.gpu)
         self.spec = spec
         self.evaluator = make_evaluator(spec)
 

@@ -93,7 +93,7 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
 
     cfg = scoring_config(cfg)  # the official renderer, as the scores
 
-    tf_setup.setup()
+    tf_setup.decide()  # applied when a model loads TF (the random policy without a V never does)
     if kind in ("dream", "random-dream"):
         from wm.rollouts.dream import world_env
 

@@ -146,8 +146,9 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
     # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
     # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
-    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise).
-    tf_setup.setup(threads=None, gpu=False)
+    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise). Decided, not
+    # imported: the random policy's real evaluation loads no model, and TF's start-up (≈ 4 s) is paid where one is.
+    tf_setup.decide(threads=None, gpu=False)
     if opts.sweep:
         from wm.tools import sweep
 
