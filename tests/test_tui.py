@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 from pilot import wait_until
 from wm.tui.app import WMApp
-from wm.tui.model import MetricsTail, Series, find_runs, read_rounds
+from wm.tui.model import MetricsTail, Series, find_runs, read_rounds, run_labels
 from wm.tui.process import MAX_RANKS, build_command, default_ranks, pipeline_command
 from wm.tui.screens.dialogs import ConfirmScreen, QuitScreen
 from wm.tui.screens.launch import LaunchRequest, LaunchScreen
 from wm.tui.screens.picker import PickerScreen
 from wm.tui.screens.run import RunScreen
+from wm.tui.screens.tools import ToolsScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
 from wm.core import config as C
@@ -457,7 +458,10 @@ def test_find_runs_lists_iteration_rounds_after_their_run(tmp_path):
         (tmp_path / rel).mkdir(parents=True)
         if rel != "a/notes":
             (tmp_path / rel / "config.yaml").write_text("{}\n")
-    assert [p.relative_to(tmp_path).as_posix() for p in find_runs(tmp_path)] == ["a", "a/round2", "a/round10", "b"]
+    found = find_runs(tmp_path)
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["a", "a/round2", "a/round10", "b"]
+    # the picker groups a run's rounds under it, the last one closing the group
+    assert run_labels(tmp_path, found) == ["a", "  ├ round2", "  └ round10", "b"]
 
 
 def test_run_dir_is_polled_by_one_worker_thread_through_messages(tmp_path, monkeypatch):
@@ -775,6 +779,9 @@ def test_pipeline_command_argv():
     tiny = C.load(["doom_takecover", "tiny"])  # es.popsize 8: at most 8 players and the dispatcher
     assert [default_ranks(tiny, cores=n) for n in (1, 2, 4, 16)] == [1, 3, 5, 9]
     assert default_ranks(None, cores=500) == MAX_RANKS
+    # a ranked stage's form: no more players than there is work at once (tiny: 8 candidates, 4 evaluation episodes)
+    assert [default_ranks(tiny, cores=16, verb=v) for v in ("train-controller", "evaluate")] == [9, 5]
+    assert default_ranks(tiny, cores=16, verb="collect") == min(17, tiny.collect.episodes + 1)
 
 
 def test_output_pane_follows_the_log_of_a_stage_run_from_a_shell(tmp_path):
@@ -799,5 +806,96 @@ def test_output_pane_follows_the_log_of_a_stage_run_from_a_shell(tmp_path):
             await wait_until(pilot, lambda: screen(app).output_followed == run.log_path("encode"))
             run.log_path("encode").write_text("2025-01-01 00:00:03 INFO encoded 1 episode\n")
             await wait_until(pilot, lambda: any("encoded 1 episode" in ln for ln in log.lines))
+
+    asyncio.run(main())
+
+
+def test_evaluate_form_launches_its_variants_over_ranks(tmp_path):
+    """Evaluate's form: ranks default from the config and the machine (a ranked stage), a variant (the dream, the
+    random policy, the τ sweep) and --episodes go on the command line, shown before it runs; a bad count is one line."""
+    run = make_run(tmp_path)
+    fake_mpirun = str(FIXTURES / "fake_mpirun.py")
+
+    async def main():
+        app = app_for(run, launcher=Launcher("mpirun", fake_mpirun))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
+            await pilot.press("down", "down", "down", "down", "down")
+            await wait_until(pilot, lambda: screen(app).verb == "evaluate")
+            await pilot.press("l")
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            form = app.screen
+            tiny = C.load(["doom_takecover", "tiny"])
+            assert form.query_one("#ranks").value == str(default_ranks(tiny, verb="evaluate"))
+            form.query_one("#ranks").value = "3"
+            form.query_one("#mode").value = "--random"
+            form.query_one("#episodes").value = "0"
+            await pilot.pause()
+            assert "--episodes must be a whole number >= 1" in str(form.query_one("#launch-error").render())
+            form.query_one("#episodes").value = "6"
+            await pilot.pause()
+            tail = f"-m wm evaluate --run {run.path} --random --episodes 6"
+            preview = str(form.query_one("#command").render())
+            assert preview.endswith(tail) and "mpirun.py -n 3" in preview, preview
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "evaluate") is not None)
+            argv = app.process(run.path, "evaluate").argv
+            assert argv == [fake_mpirun, "-n", "3", *FAKE, *tail.split()]
+            await wait_until(pilot, lambda: app.process(run.path, "evaluate").poll() is not None)
+
+            await pilot.press("l")  # again: the dream, the config's episodes
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            app.screen.query_one("#ranks").value = "1"
+            app.screen.query_one("#mode").value = "--dream"
+            await pilot.pause()
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: app.process(run.path, "evaluate").argv[-1] == "--dream")
+            assert app.process(run.path, "evaluate").argv == [*FAKE, "-m", "wm", "evaluate", "--run", str(run.path), "--dream"]
+
+    asyncio.run(main())
+
+
+def test_tools_form_launches_report_and_results_and_shows_their_output(tmp_path):
+    """T: the run's report, or the result table over this run and others (with --plot); the command shows before it
+    runs, its output in the Tool pane (U), a bad quote is one line."""
+    run = make_run(tmp_path)
+    other = tmp_path / "runs" / "seed 1"
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
+            assert screen(app).check_action("tab", ("tool",)) is False  # no Tool pane before a tool ran
+            await pilot.press("T")
+            await wait_until(pilot, lambda: isinstance(app.screen, ToolsScreen))
+            form = app.screen
+            assert str(form.query_one("#tools-command").render()).endswith(f"-m wm report --run {run.path}")
+            assert form.query_one("#results-opts").display is False  # report has no options
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.process(run.path, "report"))
+            assert app.process(run.path, "report").argv == [*FAKE, "-m", "wm", "report", "--run", str(run.path)]
+            log = screen(app).query_one("#tool-log")
+            await wait_until(pilot, lambda: "fake report done" in log.lines)
+            assert screen(app).query_one("#panes").active == "tool"
+            assert (run.path / "logs" / "report.console").read_text().count("fake report done") == 1
+
+            await pilot.press("T")
+            await wait_until(pilot, lambda: isinstance(app.screen, ToolsScreen))
+            form = app.screen
+            form.query_one("#tool-choice").query("RadioButton")[1].value = True  # results
+            await pilot.pause()
+            assert form.query_one("#results-opts").display is True
+            form.query_one("#tool-runs").value = f"{run.path} '{other}"  # an open quote
+            await pilot.pause()
+            assert "error:" in str(form.query_one("#tools-error").render())
+            form.query_one("#tool-runs").value = f"{run.path} '{other}'"
+            await pilot.pause()
+            await pilot.press("ctrl+l")
+            await wait_until(pilot, lambda: isinstance(app.screen, RunScreen) and app.process(run.path, "results"))
+            argv = app.process(run.path, "results").argv
+            assert argv == [*FAKE, "-m", "wm", "results", "--runs", str(run.path), str(other), "--out",
+                            str(run.path / "results"), "--plot"]  # fmt: skip
+            await wait_until(pilot, lambda: "fake results done" in screen(app).query_one("#tool-log").lines)
+            assert "results" in str(screen(app).query_one("#panes").get_tab("tool").label)
 
     asyncio.run(main())

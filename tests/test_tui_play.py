@@ -134,3 +134,32 @@ def test_run_screen_opens_the_play_screen_on_p(tmp_path, monkeypatch):
             assert "Steer" not in footer and "Let go" not in footer and "? Help" in footer, footer  # C steers
 
     asyncio.run(main())
+
+
+def test_gas_and_brake_show_in_the_footer_only_where_the_env_has_them(tmp_path, monkeypatch):
+    """CarRacing's server accepts up and down: the footer shows gas and brake (within 80 columns) and a held ↑ reaches
+    the step request; Doom's accepts left and right only: no gas or brake in its footer."""
+    log = tmp_path / "requests.jsonl"
+    monkeypatch.setenv("FAKE_PLAY_LOG", str(log))
+
+    def footer(app: App) -> str:
+        return [strip.text for strip in app.screen._compositor.render_strips()][-1]
+
+    async def main(keys: str) -> str:
+        monkeypatch.setenv("FAKE_PLAY_KEYS", keys)
+        screen = PlayScreen(tmp_path / "run", python=FAKE)
+        app = Host(screen)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_until(pilot, lambda: screen.frames >= 2)
+            await pilot.pause(0.2)
+            text = footer(app)
+            if "up" in keys:
+                await pilot.press("up")
+                await wait_until(pilot, lambda: any(r.get("keys") == ["up"] for r in requests(log)))
+            await screen.stop()
+            return text
+
+    car = asyncio.run(main("left right up down"))
+    assert "Gas, brake" in car and "Steer" in car and "esc Back" in car, car
+    doom = asyncio.run(main("left right"))
+    assert "Gas" not in doom and "Steer" in doom, doom

@@ -41,6 +41,20 @@ def find_runs(root: Path) -> list[Path]:
     return [q for p in runs for q in (p, *(r for r in round_dirs(p) if is_run(r)))]
 
 
+def run_labels(root: Path, paths: Sequence[Path]) -> list[str]:
+    """The picker's names of `paths` (as `find_runs` orders them): a run by its path under `root`, each of its rounds
+    indented under it as a tree branch (`├ round1`, `└ round2`: the last one closes the group)."""
+    labels = []
+    for i, path in enumerate(paths):
+        parent = path.parent
+        if i and parent in paths[:i] and path.name.startswith("round"):
+            last = i + 1 == len(paths) or paths[i + 1].parent != parent
+            labels.append(f"  {'└' if last else '├'} {path.name}")
+        else:
+            labels.append(str(path.relative_to(root)))
+    return labels
+
+
 def run_summary(path: Path) -> str:
     """One line for the run picker: env and how many stages are done / running."""
     from wm.tools.status import stage_rows

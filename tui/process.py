@@ -44,6 +44,16 @@ def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any)
 
 
 PIPELINE = "pipeline"  # the verb (and the console's name: logs/pipeline.console) of the whole-run launch
+TOOLS = ("report", "results")  # the tools launched from the run screen (T), output in logs/<tool>.console
+
+
+def tool_command(tool: str, args: Sequence[str], python: Sequence[str] | None = None) -> list[str]:
+    """`python -m wm <tool> ARGS...`: a tool's argv (`report --run RUN`, `results --runs ... --out ...`)."""
+    if tool not in TOOLS:
+        raise ValueError(f"{tool!r} is not a tool of this UI (one of {', '.join(TOOLS)})")
+    return [*(python or default_python()), "-m", "wm", tool, *args]
+
+
 MAX_RANKS = 65  # the paper's 64 playing ranks and the dispatcher: the most --mpi the launch form offers by default
 
 
@@ -92,19 +102,25 @@ def pipeline_command(
     return argv
 
 
-def default_ranks(cfg: Any = None, cores: int | None = None) -> int:
-    """The launch form's default `--mpi N` for the pipeline: one playing rank per core this process may use (its CPU
-    affinity: what a job's cgroup gives it) plus the dispatching rank 0, no more players than the ES has candidates
-    (`es.popsize` of `cfg`), at most MAX_RANKS; 1 (no MPI) on a single core, where a dispatcher only adds a process."""
+# What caps a ranked launch's playing ranks, by verb: the candidates of one ES generation, or the episodes to play
+RANK_CAPS = {PIPELINE: "es.popsize", "train-controller": "es.popsize", "collect": "collect.episodes"}
+
+
+def default_ranks(cfg: Any = None, cores: int | None = None, verb: str = PIPELINE) -> int:
+    """The launch forms' default ranks (the pipeline's `--mpi N`, a ranked stage's): one playing rank per core this
+    process may use (its CPU affinity: what a job's cgroup gives it) plus the dispatching rank 0, no more players
+    than there is work for at once (`RANK_CAPS`: the ES's candidates, collect's episodes; evaluate's episodes), at
+    most MAX_RANKS; 1 (no MPI) on a single core, where a dispatcher only adds a process."""
     if cores is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if cores < 2:
         return 1
     n = cores + 1
     try:
-        n = min(n, int(cfg.es.popsize) + 1)
+        section, key = RANK_CAPS.get(verb, "evaluate.episodes").split(".")
+        n = min(n, int(cfg[section][key]) + 1)
     except (AttributeError, KeyError, TypeError, ValueError):
-        pass  # no config (or no es section): the machine decides
+        pass  # no config (or not that section): the machine decides
     return max(1, min(n, MAX_RANKS))
 
 

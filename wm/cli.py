@@ -110,9 +110,9 @@ def stage_command(
     """
     if ranks < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {ranks}")
-    from wm.core.registry import VERBS
+    from wm.core.registry import ranked
 
-    if ranks > 1 and not any(v.verb == verb and getattr(v, "ranks", False) for v in VERBS):
+    if ranks > 1 and not ranked(verb):
         raise ValueError(f"{verb} does not run across MPI ranks")
     argv = wm_command(verb, run, configs, sets, force, python)
     if progress_every is not None:

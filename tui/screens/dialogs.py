@@ -16,7 +16,9 @@ HELP = """\
 
 [b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] name a new run
 [b]Stages[/b]    ↑/↓ choose a stage (states re-read from the run dir each second)
-  [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks; the form shows
+  [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks (collect,
+     train-controller, evaluate); evaluate's form picks the real game, the
+     dream, the random policy or the τ sweep, and --episodes; the form shows
      the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)
   [b]r[/b]  resume a resumable stage (same form, stored config)
   [b]s[/b]  stop: asks, then SIGTERM to its process group (it checkpoints;
@@ -31,6 +33,8 @@ HELP = """\
   [b]O[/b]  the pipeline's output   [b]S[/b]  stop the pipeline (asks first)
   [b]R[/b]  rounds: each pass's dream score and real check, the final check,
      the result (★), the random check, why the rounds stopped
+  [b]T[/b]  tools: the run's report, or the result table over this run and
+     others (results --runs … --out … --plot); [b]U[/b] the tool's output
 [b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
           [b]tab[/b] moves focus between the stage table and the panes
           [b]ctrl+p[/b] the command palette (themes, screenshot, keys)

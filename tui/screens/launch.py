@@ -1,5 +1,6 @@
 """The launch form: config blocks, `--set` overrides, MPI ranks; shows the resolved config before launch. The same
-form launches the whole pipeline (`verb` "pipeline": `--mpi N` and `--demo` too)."""
+form launches the whole pipeline (`verb` "pipeline": `--mpi N` and `--demo` too) and evaluate's variants (the real game,
+the dream, the random policy, the τ sweep, with `--episodes`)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,26 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, SelectionList, Static
+from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static
 from wm.tui.model import config_excerpt, resolve
-from wm.tui.process import PIPELINE, build_command, pipeline_command
+from wm.tui.process import PIPELINE, TOOLS, build_command, pipeline_command, tool_command
+
+from wm.core.registry import ranked
+
+# evaluate's variants in its form: (label, the flag; "" the real game with C)
+EVALUATE_MODES = (
+    ("real game", ""),
+    ("dream (--dream)", "--dream"),
+    ("random policy (--random)", "--random"),
+    ("τ sweep (--sweep)", "--sweep"),
+)
 
 
 @dataclass
 class LaunchRequest:
-    """What the form asks for: `python -m wm <verb> --run RUN --configs ... --set ... [--force]` on `ranks` ranks
-    (for the pipeline: its `--mpi`), and for the pipeline `--demo`."""
+    """What the form asks for: `python -m wm <verb> --run RUN --configs ... --set ... [--force] EXTRA...` on `ranks`
+    ranks (for the pipeline: its `--mpi`), for the pipeline `--demo`; `extra`: the verb's own flags (evaluate's
+    `--dream` or `--episodes N`; a tool's whole argument list, `tui.process.tool_command`)."""
 
     verb: str
     configs: list[str] = field(default_factory=list)
@@ -30,20 +42,24 @@ class LaunchRequest:
     ranks: int = 1
     force: bool = False
     demo: bool = False
+    extra: list[str] = field(default_factory=list)
 
 
 def request_command(run: Path, req: LaunchRequest, **kw) -> list[str]:
-    """The argv of `req` on `run`: `pipeline_command` for the pipeline, else the stage's `build_command`; `kw`:
-    `python=`, `launcher=`."""
+    """The argv of `req` on `run`: `pipeline_command` for the pipeline, `tool_command` for a tool (report,
+    results), else the stage's `build_command` with its extra flags; `kw`: `python=`, `launcher=`."""
     if req.verb == PIPELINE:
         return pipeline_command(run, req.configs, req.sets, req.ranks, req.force, req.demo, **kw)
-    return build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, **kw)
+    if req.verb in TOOLS:
+        return tool_command(req.verb, req.extra, kw.get("python"))
+    return [*build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, **kw), *req.extra]
 
 
 class LaunchScreen(ModalScreen[LaunchRequest | None]):
     """Form for one stage, or the pipeline. Dismisses with a LaunchRequest, or None when cancelled.
 
-    `ranks`: the MPI ranks field's starting value (train-controller and the pipeline only).
+    `ranks`: the MPI ranks field's starting value (the pipeline and the stages that run across ranks: collect,
+    train-controller, evaluate).
     """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
@@ -63,7 +79,8 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         self.blocks = blocks
         self.resume = resume
         self.pipeline = verb == PIPELINE
-        self.ranked = self.pipeline or verb == "train-controller"
+        self.ranked = self.pipeline or ranked(verb)
+        self.evaluate = verb == "evaluate"
         self.ranks = ranks
         # the app's own command builder, so the form shows exactly what will run (python prefix, launcher)
         self.command = command or (lambda r: request_command(self.run, r))
@@ -88,6 +105,11 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
                         yield Checkbox("--force (redo)", id="force", compact=True)
                         if self.pipeline:
                             yield Checkbox("--demo", id="demo", compact=True)
+                    if self.evaluate:
+                        with Horizontal(id="launch-eval"):
+                            yield Select(EVALUATE_MODES, value="", allow_blank=False, id="mode", compact=True)
+                            yield Label(" --episodes ", classes="field")
+                            yield Input(placeholder="config", type="integer", id="episodes", compact=True)
             yield Static(id="launch-error")
             with VerticalScroll(id="launch-config"):
                 yield Static(id="resolved", markup=False)
@@ -107,6 +129,15 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         if self.ranked:
             raw = self.query_one("#ranks", Input).value.strip()
             ranks = int(raw) if raw.lstrip("-").isdigit() else 0
+        extra: list[str] = []
+        if self.evaluate:
+            mode = self.query_one("#mode", Select).value
+            extra += [mode] if isinstance(mode, str) and mode else []
+            episodes = self.query_one("#episodes", Input).value.strip()
+            if episodes:
+                if not episodes.isdigit() or int(episodes) < 1:
+                    raise ValueError(f"--episodes must be a whole number >= 1, got {episodes!r}")
+                extra += ["--episodes", episodes]
         return LaunchRequest(
             self.verb,
             list(self.query_one("#blocks", SelectionList).selected),
@@ -114,6 +145,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             ranks,
             self.query_one("#force", Checkbox).value,
             self.pipeline and self.query_one("#demo", Checkbox).value,
+            extra,
         )
 
     def refresh_preview(self) -> None:
@@ -141,6 +173,7 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         self.query_one("#go", Button).disabled = False
 
     @on(SelectionList.SelectedChanged)
+    @on(Select.Changed)
     @on(Input.Changed)
     @on(Checkbox.Changed)
     def _changed(self) -> None:

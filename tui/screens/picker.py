@@ -12,7 +12,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, OptionList
 from textual.widgets.option_list import Option
-from wm.tui.model import find_runs, run_summary
+from wm.tui.model import find_runs, run_labels, run_summary
 
 if TYPE_CHECKING:
     from wm.tui.app import WMApp
@@ -53,8 +53,8 @@ class PickerScreen(Screen[None]):
         highlighted = runs.highlighted
         runs.clear_options()
         found = find_runs(self.root)
-        for path in found:
-            runs.add_option(Option(f"{str(path.relative_to(self.root)):<24} {run_summary(path)}", id=str(path)))
+        for path, label in zip(found, run_labels(self.root, found), strict=True):
+            runs.add_option(Option(f"{label:<24} {run_summary(path)}", id=str(path)))
         if not found:
             runs.add_option(Option(f"no runs in {self.root} yet: press n to name one", id="", disabled=True))
         else:

@@ -45,11 +45,12 @@ class PlayScreen(Screen[None]):
     # Within 80 columns: steering and τ grouped under one label each, shown only where they act (check_action)
     STEER = Binding.Group("Steer")
     TAU = Binding.Group("τ ±")
+    PEDALS = Binding.Group("Gas, brake")
     BINDINGS = [
         Binding("left", "press('left')", "Left", group=STEER),
         Binding("right", "press('right')", "Right", group=STEER),
-        Binding("up", "press('up')", "Gas", show=False),
-        Binding("down", "press('down')", "Brake", show=False),
+        Binding("up", "press('up')", "Gas", group=PEDALS),  # where the env has them (CarRacing): check_action
+        Binding("down", "press('down')", "Brake", group=PEDALS),
         Binding("space", "release", "Let go"),
         Binding("r", "restart", "Restart"),
         Binding("t", "temperature(0.05)", "τ +", group=TAU),
@@ -131,6 +132,7 @@ class PlayScreen(Screen[None]):
                 continue
             if msg.get("ready"):
                 self.keys = list(msg.get("keys", []))
+                self.refresh_bindings()  # gas and brake show once the env's keys are known
                 await self._send({"op": "reset"})
             elif "error" in msg:
                 self._status(f"error: {msg['error']}")
@@ -174,7 +176,10 @@ class PlayScreen(Screen[None]):
 
     # ------------------------------------------------------------------ keys
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Steering and letting go only while you play (not while C does), τ only in the dream: hidden otherwise."""
+        """Steering and letting go only while you play (not while C does), gas and brake only where the env has them
+        (the keys the server accepts), τ only in the dream: hidden otherwise."""
+        if action == "press" and parameters and parameters[0] in ("up", "down"):
+            return not self.agent and self.keys is not None and parameters[0] in self.keys
         if action in ("press", "release"):
             return not self.agent
         if action == "temperature":

@@ -33,13 +33,15 @@ from wm.tui.model import (
     read_snapshot,
     resolve,
 )
-from wm.tui.process import PIPELINE, default_ranks
+from wm.tui.process import PIPELINE, TOOLS, default_ranks
 from wm.tui.screens.dialogs import ConfirmScreen
 from wm.tui.screens.launch import LaunchRequest, LaunchScreen
+from wm.tui.screens.tools import ToolsScreen
 from wm.tui.widgets.follow_log import FollowLog
 from wm.tui.widgets.media import MediaView
 from wm.tui.widgets.plot import LinePlot
 
+from wm.core.registry import ranked
 from wm.core.rundir import STAGES, RunDir, stage
 
 if TYPE_CHECKING:
@@ -61,6 +63,7 @@ class RunScreen(Screen[None]):
         Binding("s", "stop", "Stop"),
         Binding("P", "pipeline", "Pipeline"),
         Binding("S", "stop_pipeline", "Stop pipeline"),
+        Binding("T", "tools", "Tools"),
         Binding("p", "play(False)", "Play"),
         Binding("escape", "back", "Runs"),
         Binding("o", "tab('output')", "Output", show=False),
@@ -70,6 +73,7 @@ class RunScreen(Screen[None]):
         Binding("c", "tab('config')", "Config", show=False),
         Binding("R", "tab('rounds')", "Rounds", show=False),  # only when the run has rounds (check_action)
         Binding("O", "tab('pipeline')", "Pipeline output", show=False),
+        Binding("U", "tab('tool')", "Tool output", show=False),  # once a tool was launched here (check_action)
         Binding("w", "play(True)", "Watch C", show=False),
     ]
 
@@ -123,6 +127,7 @@ class RunScreen(Screen[None]):
         self.output_followed: Path | None = None  # what the Output pane follows now
         self.pipeline_status = ""
         self.keys_state: tuple[bool, ...] | None = None  # what check_action last decided on (see show_keys)
+        self.tool: str | None = None  # the tool launched last from here (its console shows in the Tool pane)
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -150,6 +155,8 @@ class RunScreen(Screen[None]):
             with TabPane("Pipeline", id="pipeline"):
                 yield Static(id="pipeline-status", markup=False)
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="pipeline-log")
+            with TabPane("Tool", id="tool"):
+                yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="tool-log")
         yield Footer(show_command_palette=False)  # ctrl+p still opens it (the help screen says so)
 
     def on_mount(self) -> None:
@@ -174,6 +181,7 @@ class RunScreen(Screen[None]):
         ):
             rounds.add_column(label, key=key, width=width)
         self.query_one("#panes", TabbedContent).hide_tab("rounds")  # until a snapshot finds rounds
+        self.query_one("#panes", TabbedContent).hide_tab("tool")  # until a tool is launched from here
         self.follow_pipeline()
         self.show_pipeline()
         table.focus()
@@ -320,6 +328,8 @@ class RunScreen(Screen[None]):
         from here runs, S only while one does; R (the Rounds pane) only for a run with rounds."""
         if action == "tab" and parameters == ("rounds",):
             return self.rounds is not None
+        if action == "tab" and parameters == ("tool",):
+            return self.tool is not None
         if action in ("launch", "resume", "stop"):
             busy = self.stage_busy(self.verb)
             if action == "stop":
@@ -383,8 +393,10 @@ class RunScreen(Screen[None]):
         self.poll()  # its metrics and config arrive with the next snapshot
 
     def console_path(self, verb: str) -> Path:
-        """`logs/<stage>.console` (`logs/pipeline.console` for the pipeline): the output of a launch from the UI."""
-        return self.run.path / "logs" / f"{PIPELINE if verb == PIPELINE else stage(verb).name}.console"
+        """`logs/<stage>.console` (`logs/pipeline.console` for the pipeline, `logs/<tool>.console` for a tool): the
+        output of a launch from the UI."""
+        name = verb if verb == PIPELINE or verb in TOOLS else stage(verb).name
+        return self.run.path / "logs" / f"{name}.console"
 
     def output_path(self, verb: str) -> Path:
         """What `verb`'s Output pane follows: the console while this UI runs it, else as the last snapshot found
@@ -419,8 +431,8 @@ class RunScreen(Screen[None]):
 
     # ------------------------------------------------------------------ actions
     def action_tab(self, pane: str) -> None:
-        if pane == "rounds" and self.rounds is None:
-            return  # hidden: the run has no rounds
+        if (pane == "rounds" and self.rounds is None) or (pane == "tool" and self.tool is None):
+            return  # hidden: the run has no rounds, or no tool was launched from here
         self.query_one("#panes", TabbedContent).active = pane
 
     def action_back(self) -> None:
@@ -456,8 +468,15 @@ class RunScreen(Screen[None]):
             if req is not None:  # the app owns the processes: it launches, then calls self.launched
                 self.post_message(self.Launch(self, req, self.console_path(req.verb)))
 
+        ranks = 1
+        if ranked(self.verb):
+            try:  # the stored config (or the defaults) caps the ranks: the ES's candidates, the episodes to play
+                ranks = default_ranks(resolve(self.run.path, [], []), verb=self.verb)
+            except Exception:
+                ranks = default_ranks(verb=self.verb)  # the form shows the config's error line itself
         self.app.push_screen(
-            LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r)), answered
+            LaunchScreen(self.run.path, self.verb, names, resume, lambda r: self.app.command(self.run.path, r), ranks),
+            answered,
         )
 
     def _config_blocks(self) -> list[str] | None:
@@ -476,6 +495,13 @@ class RunScreen(Screen[None]):
             self.action_tab("pipeline")
             self.follow_pipeline()
             self.show_pipeline()
+        elif verb in TOOLS:
+            self.tool = verb
+            tabs = self.query_one("#panes", TabbedContent)
+            tabs.show_tab("tool")
+            tabs.get_tab("tool").label = f"Tool: {verb}"
+            self.query_one("#tool-log", FollowLog).follow(self.console_path(verb), f"no output yet from {verb}")
+            self.action_tab("tool")
         else:
             self.action_tab("output")
             if verb == self.verb:
@@ -508,6 +534,20 @@ class RunScreen(Screen[None]):
             ),
             answered,
         )
+
+    def action_tools(self) -> None:
+        """The tools form: the run's report, or the result table (`results --runs … --out … --plot`)."""
+        running = [t for t in TOOLS if (p := self.app.process(self.run.path, t)) is not None and p.running]
+        if running:
+            self.notify(f"{running[0]} is still running: its output is in the Tool pane", severity="warning")
+            self.action_tab("tool")
+            return
+
+        def answered(req: LaunchRequest | None) -> None:
+            if req is not None:
+                self.post_message(self.Launch(self, req, self.console_path(req.verb)))
+
+        self.app.push_screen(ToolsScreen(self.run.path, lambda r: self.app.command(self.run.path, r)), answered)
 
     def confirm_stop(self, verb: str, question: str, detail: str) -> None:
         """Ask first; on yes, the app SIGTERMs `verb`'s process group (`Stop`)."""

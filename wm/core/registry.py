@@ -309,6 +309,12 @@ def verb(name: str) -> Stage | Tool:
     raise KeyError(name)
 
 
+def ranked(name: str) -> bool:
+    """Whether stage `name` runs across MPI ranks under a launcher (`Stage.ranks`: rank 0 dispatches, the others
+    play); False for any other verb or name."""
+    return any(s.ranks for s in STAGES if name in (s.verb, s.name))
+
+
 def stages_with_role(*roles: str) -> tuple[Stage, ...]:
     """The stages whose role is one of `roles`, in pipeline order."""
     return tuple(s for s in STAGES if s.role in roles)
