@@ -178,4 +178,5 @@ def test_workers_zero_means_every_core_this_process_may_use(monkeypatch):
     assert procpool.worker_count(0) == 4 and procpool.worker_count(3) == 3
     # the paper presets take what the machine or the job has (before: 64 worker processes on any machine)
     assert C.load(["doom_takecover"]).collect.workers == 0 == C.load(["carracing"]).collect.workers
+    assert C.load(["doom_takecover"]).evaluate.workers == 0 == C.load(["carracing"]).evaluate.workers
     assert C.load(["doom_takecover", "small"]).collect.workers == 2

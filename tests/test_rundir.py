@@ -135,6 +135,22 @@ def test_a_fresh_lock_from_another_host_is_held_naming_host_and_pid(tmp_path):
     assert json.loads((run.stage_dir("collect") / "LOCK").read_text())["host"] == "node17"  # untouched
 
 
+def test_taking_a_foreign_lock_over_reads_its_age_on_the_file_servers_clock(tmp_path, monkeypatch):
+    """This host's clock an hour ahead of the file server's: another host's LOCK refreshed just now still holds (its
+    age is measured against a file written beside it, not against this clock), and the refusal writes nothing."""
+    run = RunDir(tmp_path)
+    _foreign_lock(run, "collect", age=5)
+    before = sorted(p.name for p in run.stage_dir("collect").iterdir())
+    ahead = time.time() + 3600
+    monkeypatch.setattr(RD.time, "time", lambda: ahead)
+    assert run.state("collect") == "resumable"  # a reader, on this host's clock, thinks it stale
+    with pytest.raises(WMError, match=r"already running in this run dir \(pid 4242 on node17"):
+        with run.lock("collect"):
+            pass
+    assert sorted(p.name for p in run.stage_dir("collect").iterdir()) == before  # no temporary left
+    assert json.loads((run.stage_dir("collect") / "LOCK").read_text())["host"] == "node17"
+
+
 def test_a_stale_or_broken_lock_from_another_host_is_taken_over_in_one_line(tmp_path, capsys):
     import socket
 

@@ -26,7 +26,7 @@ class WMApp(App[None]):
     Args:
         path: a run directory (opened directly) or a directory of runs (default `runs`).
         python: interpreter prefix of stage commands (default `[sys.executable]`); tests inject a fake stage.
-        launcher: what starts train-controller with several ranks (a `wm.core.launcher.Launcher`; default: the
+        launcher: what starts a ranked stage's or the pipeline's ranks (a `wm.core.launcher.Launcher`; default: the
             mpirun next to sys.executable). `python -m tui` passes the one of --launcher or WM_LAUNCHER.
         poll_interval: seconds between reads of the run directory.
         env: environment of stage processes (default: this process's).

@@ -112,12 +112,13 @@ def _template_words(template: str, ranks: int) -> list[str]:
 
 
 def add_launcher_args(p: argparse.ArgumentParser) -> None:
-    """`--launcher` and `--launcher-args`: what starts train-controller's ranks (read them with `from_args`)."""
+    """`--launcher` and `--launcher-args`: what starts the ranked stages' ranks (collect, train-controller, evaluate;
+    round control's real checks, the τ table); read them with `from_args`."""
     p.add_argument(
         "--launcher",
         default=None,
         metavar="LAUNCHER",
-        help="what starts train-controller's MPI ranks: mpirun (the venv's, else PATH's), srun, a program run as "
+        help="what starts the MPI ranks of collect, train-controller and evaluate: mpirun (the venv's, else PATH's), srun, a program run as "
         "`PROGRAM -n N`, or a template holding {n}, e.g. 'mpiexec -f hosts -n {n}'; "
         f"default: ${ENV}, else mpirun",
     )

@@ -191,8 +191,9 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 # A LOCK is rewritten this often while its stage runs; one from another host unrefreshed for LOCK_STALE_S is a dead
-# job's (its node crashed). Hosts' clocks need not agree: the age is the LOCK file's mtime against this host's clock,
-# and on a shared file system both come from the same server's view within a few seconds.
+# job's (its node crashed). Whether to take one over does not trust the hosts' clocks to agree: the LOCK's mtime is set
+# by the file server, and a stage about to take it over compares it with the mtime of the file it has just written
+# beside it (the server's "now"). Readers (status, the TUI), which write nothing, compare it with this host's clock.
 LOCK_REFRESH_S = 30.0
 LOCK_STALE_S = 600.0
 
@@ -438,11 +439,15 @@ class RunDir:
         d = self.stage_dir(key)
         return (d.exists() and any(d.iterdir())) or self.metrics_path(key).exists()
 
-    def lock_info(self, key: str) -> LockInfo | None:
-        """Who holds the stage's LOCK (`LockInfo`, `held` False for a stale one), None without a readable LOCK."""
+    def lock_info(self, key: str, now: float | None = None) -> LockInfo | None:
+        """Who holds the stage's LOCK (`LockInfo`, `held` False for a stale one), None without a readable LOCK.
+
+        `now`: the time its age is measured to (default this host's clock; a stage taking the LOCK passes the
+        file server's, the mtime of a file it has just written in the same folder)."""
         lock = self.stage_dir(key) / "LOCK"
         try:
-            info, age = json.loads(lock.read_text()), time.time() - lock.stat().st_mtime
+            info = json.loads(lock.read_text())
+            age = (time.time() if now is None else now) - lock.stat().st_mtime
         except (OSError, ValueError):
             return None
         if not isinstance(info, dict):
@@ -482,7 +487,9 @@ class RunDir:
         """
         verb = stage(key).verb
         info = self.lock_info(key)
-        if info is not None and info.held and info.pid != os.getpid() and not break_lock:
+        here = info is not None and info.host == socket.gethostname()
+        # refused before anything is written; another host's LOCK is judged in _take_lock, on the server's clock
+        if here and info.held and info.pid != os.getpid() and not break_lock:
             raise info.busy(verb)
         folder = self.stage_dir(key)
         created, p = [], folder
@@ -516,7 +523,7 @@ class RunDir:
             try:
                 os.link(tmp, lock)
             except FileExistsError:  # a stale LOCK (dead owner), or a racing command that got it first
-                old = self.lock_info(verb)
+                old = self.lock_info(verb, now=os.stat(tmp).st_mtime)  # both mtimes on the file server's clock
                 if old is not None and old.held and old.pid != os.getpid() and not break_lock:
                     raise old.busy(verb) from None
                 if old is not None and old.pid != os.getpid():

@@ -212,7 +212,12 @@ def add_args(p: argparse.ArgumentParser) -> None:
     r = sub.add_parser("run", help="prepare the τ runs, train C in each (resumable), then write the τ table")
     r.add_argument("--run", required=True)
     r.add_argument("--taus", nargs="+", type=float, default=None, help="default: the run's evaluate.temperatures")
-    r.add_argument("--mpi", type=int, default=1, help="train-controller with N MPI ranks, under `mpirun -n N` or --launcher's")
+    r.add_argument(
+        "--mpi",
+        type=int,
+        default=1,
+        help="each τ's train-controller and the τ table's real episodes on N MPI ranks, under `mpirun -n N` or --launcher's",
+    )
     add_launcher_args(r)
     r.add_argument("--episodes", type=int, default=None, help="episodes per row (default evaluate.episodes)")
 
