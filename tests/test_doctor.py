@@ -185,11 +185,28 @@ def test_ranks_of_world_size_one_fail_with_the_rebuild_fix(capsys, tmp_path):
     cmd, log = _launcher(tmp_path, "0 1\n0 1\n")
     rc, out = _doctor(capsys, *_only("mpi"), "--launcher", cmd)
     assert rc == 1 and out.startswith(f"fail  mpi       2-rank hello under {cmd}: world size 1 on every rank"), out
-    assert "(MPICH" in out  # mpi4py's own MPI library, asked in a subprocess
+    assert "mpi4py's: MPICH" in out  # mpi4py's own MPI library, asked in a subprocess
     fix = _fix_of(out, "mpi")
     assert "MPICC=$(which mpicc)" in fix and "--no-binary=mpi4py" in fix and "mpi-and-clusters.md" in fix
     argv = json.loads(log.read_text())
     assert argv[:3] == ["-n", "2", sys.executable] and argv[3] == "-c" and "COMM_WORLD" in argv[4]
+
+
+def test_world_size_one_names_the_launchers_mpi_beside_mpi4pys(capsys, tmp_path):
+    """An Open MPI mpirun in front of an mpi4py built with MPICH: the failure names both (the launcher's from its
+    --version)."""
+    log = tmp_path / "argv"
+    script = _script(
+        tmp_path / "mpirun",
+        "import json, sys\n"
+        "if sys.argv[1:] == ['--version']:\n    print('mpirun (Open MPI) 4.1.5\\n\\nReport bugs to ...'); sys.exit(0)\n"
+        f"open({str(log)!r}, 'w').write(json.dumps(sys.argv[1:]))\nsys.stdout.write('0 1\\n0 1\\n')\n",
+    )
+    rc, out = _doctor(capsys, *_only("mpi"), "--launcher", str(script))
+    assert rc == 1 and "world size 1 on every rank" in out, out
+    assert "(the launcher's: Open MPI 4.1.5; mpi4py's: MPICH" in out, out
+    assert doctor.launcher_library(str(script), 5) == "Open MPI 4.1.5"
+    assert doctor.launcher_library(str(Path(sys.executable).with_name("mpirun")), 5).startswith("MPICH ")  # Hydra's
 
 
 def test_the_hello_runs_under_the_launcher_pipeline_would_use(capsys, monkeypatch, tmp_path):

@@ -118,8 +118,8 @@ def add_launcher_args(p: argparse.ArgumentParser) -> None:
         "--launcher",
         default=None,
         metavar="LAUNCHER",
-        help="what starts the MPI ranks of collect, train-controller and evaluate: mpirun (the venv's, else PATH's), srun, a program run as "
-        "`PROGRAM -n N`, or a template holding {n}, e.g. 'mpiexec -f hosts -n {n}'; "
+        help="what starts the MPI ranks of collect, train-controller and evaluate: mpirun (the venv's, else PATH's), "
+        "srun, a program run as `PROGRAM -n N`, or a template holding {n}, e.g. 'mpiexec -f hosts -n {n}'; "
         f"default: ${ENV}, else mpirun",
     )
     p.add_argument(

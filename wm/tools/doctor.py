@@ -293,6 +293,26 @@ def _library_name(line: str) -> str:
     return re.sub(r"\s+", " ", line)[:60]
 
 
+# What a launcher's `--version` names first: (pattern, the MPI it is; group 1 the version)
+LAUNCHER_VERSIONS = (
+    (r"Intel\(R\) MPI Library.*?Version\s+(\S+)", "Intel MPI"),
+    (r"\(Open MPI\)\s+(\S+)", "Open MPI"),
+    (r"HYDRA build details:\s*Version:\s+(\S+)", "MPICH"),  # MPICH's own launcher (Hydra)
+    (r"^slurm\s+(\S+)", "Slurm"),  # srun: the ranks reach MPI through its PMI
+)
+
+
+def launcher_library(program: str, timeout: float) -> str | None:
+    """The MPI a launcher belongs to, from `PROGRAM --version` (`Open MPI 4.1.5`, `MPICH 5.0.2`, `Slurm 23.02`), or
+    None when it does not say (a template's command, an unknown launcher)."""
+    ran = run_probe([program, "--version"], min(timeout, 10.0))
+    text = f"{ran.out}\n{ran.err}"
+    for pattern, name in LAUNCHER_VERSIONS:
+        if m := re.search(pattern, text, re.M | re.S):
+            return f"{name} {m.group(1).rstrip(',')}"
+    return None
+
+
 def hello_argv(launcher: Launcher, python: str) -> list[str]:
     """`<launcher's prefix for 2 ranks> <python> -c <hello>`: `mpirun -n 2 …`, `srun ARGS -n 2 …`, a template's words."""
     return [*launcher.prefix(2), python, "-c", MPI_HELLO]
@@ -321,6 +341,7 @@ def check_mpi(opts: Options) -> Result:
             "(docs/guide/mpi-and-clusters.md#launchers)",
         )
     where = " ".join([shown(words[0]), *words[1:]])
+    own = launcher_library(words[0], opts.timeout) if (opts.launcher or Launcher()).kind != "template" else None
     ran = run_probe(argv, opts.timeout, env=_probe_env())
     if ran.rc is None:
         return Result(
@@ -347,10 +368,11 @@ def check_mpi(opts: Options) -> Result:
         "(docs/guide/mpi-and-clusters.md#a-clusters-own-mpi)"
     )
     if {n for _, n in ranks} == {1}:
+        mpis = f"the launcher's: {own}; mpi4py's: {library}" if own else f"mpi4py's: {library}"
         return Result(
             "mpi",
             FAIL,
-            f"2-rank hello under {where}: world size 1 on every rank, the launcher is not mpi4py's MPI ({library})",
+            f"2-rank hello under {where}: world size 1 on every rank, the launcher is not mpi4py's MPI ({mpis})",
             rebuild,
         )
     told = ", ".join(f"{r} {n}" for r, n in ranks)
