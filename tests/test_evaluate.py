@@ -261,3 +261,31 @@ def test_prepare_tau_run_links_upstream_stages(tmp_path):
     other.config_path.write_text(other.config_path.read_text().replace("temperature: 0.5", "temperature: 0.7"))
     with pytest.raises(WMError, match="is not .*'s config at τ 0.5"):
         reuse_or_prepare(run, 0.5)
+
+
+def test_the_sweep_table_is_current_only_for_the_same_rows_played_after_their_controllers(tmp_path):
+    """`sweep run` skips the table on a rerun only when it holds these τ, each played by its τ run's C over these
+    episodes, and was written after every C's parameters (a C retrained since, another τ or count: played again)."""
+    import os
+
+    from wm.core.rundir import atomic_write_json
+    from wm.tools.sweep import table_is_current
+
+    src = RunDir(tmp_path / "run")
+    made = [RunDir(tmp_path / f"run-tau{t}") for t in (0.5, 1.3)]
+    for d in made:
+        d.stage_dir("train-controller").mkdir(parents=True)
+        np.savez(d.params("best"), params=np.zeros(3))
+    rows = [
+        {"temperature": t, "episodes": 2, "controller_run": str(d.path), "params_file": str(d.params("best"))}
+        for t, d in zip((0.5, 1.3), made, strict=True)
+    ]
+    assert not table_is_current(src, [0.5, 1.3], made, 2)  # no table yet
+    atomic_write_json(src.artifact("tau_sweep"), {"rows": rows})
+    assert table_is_current(src, [0.5, 1.3], made, 2)
+    assert not table_is_current(src, [0.5, 1.3], made, 3)  # other episodes
+    assert not table_is_current(src, [0.5], made[:1], 2)  # other τ
+    assert not table_is_current(src, [1.3, 0.5], made[::-1], 2)  # another order
+    later = src.artifact("tau_sweep").stat().st_mtime + 5
+    os.utime(made[1].params("best"), (later, later))  # C retrained after the table
+    assert not table_is_current(src, [0.5, 1.3], made, 2)

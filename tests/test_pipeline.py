@@ -157,8 +157,11 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert [(r["temperature"], r["trained_temperature"]) for r in table["rows"]] == [(0.5, 0.5), (1.3, 1.3)]
     assert [Path(r["controller_run"]).name for r in table["rows"]] == ["tiny-tau0.5", "tiny-tau1.3"]
     assert all(r["dream"]["episodes"] == r["real"]["episodes"] == 2 for r in table["rows"])
+    written = (run.path / "eval" / "temperature_sweep.json").stat().st_mtime_ns
     again = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=900)  # resumes: C not retrained
     assert again.returncode == 0 and again.stdout.count("already trained") == 2, again.stdout[-2000:]
+    assert "the table is already written" in again.stdout  # and not played again
+    assert (run.path / "eval" / "temperature_sweep.json").stat().st_mtime_ns == written
 
 
 def test_progress_line_extrapolates_from_where_this_command_started():

@@ -22,6 +22,7 @@ Results: `eval/temperature_sweep.{json,md}`.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 from collections.abc import Sequence
@@ -220,11 +221,35 @@ def add_args(p: argparse.ArgumentParser) -> None:
     )
     add_launcher_args(r)
     r.add_argument("--episodes", type=int, default=None, help="episodes per row (default evaluate.episodes)")
+    r.add_argument("--force", action="store_true", help="play the table again even if it already holds these rows")
 
 
-def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None, launcher: Launcher | None = None) -> int:
+def table_is_current(src: RunDir, taus: Sequence[float], made: Sequence[RunDir], episodes: int) -> bool:
+    """Whether `src`'s τ table already has these rows: one per τ of `taus` in order, each played by the C of its τ run
+    in `made` over `episodes` episodes, and written after every one of those C's parameter files."""
+    try:
+        table = src.artifact("tau_sweep")
+        doc, written = json.loads(table.read_text()), table.stat().st_mtime
+        rows = doc["rows"]
+        have = [(float(r["temperature"]), Path(r["controller_run"]).resolve(), int(r["episodes"])) for r in rows]
+        newest = max(Path(r["params_file"]).stat().st_mtime for r in rows)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    want = [(float(t), d.path.resolve(), int(episodes)) for t, d in zip(taus, made, strict=True)]
+    return have == want and newest <= written
+
+
+def run_all(
+    src: RunDir,
+    taus: list[float],
+    mpi: int,
+    episodes: int | None,
+    launcher: Launcher | None = None,
+    force: bool = False,
+) -> int:
     """`sweep run`: each τ run prepared (or reused), its C trained unless DONE (with `mpi` ranks started by
-    `launcher`, default mpirun), then `evaluate --sweep` over them (under the same ranks).
+    `launcher`, default mpirun), then `evaluate --sweep` over them (under the same ranks), unless the table already
+    holds these rows (`table_is_current`; `force` plays it again).
 
     The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
     depends on), each played by the C trained at that τ."""
@@ -245,6 +270,11 @@ def run_all(src: RunDir, taus: list[float], mpi: int, episodes: int | None, laun
         if subprocess.run(cmd).returncode != 0 or not dst.is_done("train-controller"):
             raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
         print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
+    cfg = src.load_config()
+    n = episodes or (int(cfg.evaluate.episodes) if cfg is not None else 0)
+    if not force and table_is_current(src, taus, made, n):
+        print(f"[sweep] the table is already written ({src.artifact('tau_sweep')}): skipped; --force plays it again")
+        return 0
     temps = "evaluate.temperatures=[" + ", ".join(f"{t:g}" for t in taus) + "]"
     # the table's real episodes over the same ranks as the training (evaluate --sweep keeps one MPI pool for its rows)
     cmd = [*stage_command("evaluate", src.path, sets=[temps], ranks=mpi, launcher=launcher), "--sweep"]
@@ -262,7 +292,7 @@ def main(args: argparse.Namespace) -> int:
     if not taus:
         raise WMError(f"no τ to sweep: give --taus (no evaluate.temperatures in {src.config_path})")
     if args.cmd == "run":
-        return run_all(src, taus, args.mpi, args.episodes, launcher)
+        return run_all(src, taus, args.mpi, args.episodes, launcher, args.force)
     made = [prepare_tau_run(src, t) for t in taus]
     for d in made:
         print(f"python -m wm train-controller --run {d.path}")
