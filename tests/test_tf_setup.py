@@ -14,6 +14,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from wm.core.rundir import RunDir
 
 
@@ -114,6 +116,28 @@ print("ok")
     res = _py(code, repo_root)
     assert res.returncode == 0 and "ok" in res.stdout, res.stderr
     assert "absl" not in res.stderr and "oneDNN" not in res.stderr, res.stderr
+
+
+def test_a_tensorflow_process_does_not_load_jax_but_may_import_it_later(repo_root):
+    """With JAX installed (the `[jax]` extra), TF's and Keras's imports each try `import jax` (TFLite's helpers,
+    Keras's Orbax callback): hidden from them, a TF process loads no JAX (≈ 0.5 s of CPU and ≈ 100 MB a process);
+    JAX stays importable for code that asks for it."""
+    pytest.importorskip("jax")
+    code = """
+import sys
+from wm.core import tf_setup
+tf_setup.decide(gpu=False)
+import keras
+import wm.models.mdnrnn, wm.models.mixture_tf
+import tensorflow_probability as tfp
+tfp.distributions.Normal(0.0, 1.0).sample()
+print("jax" in sys.modules, keras.backend.backend())
+import jax
+print(jax.numpy.zeros(2).shape)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-2:] == ["False tensorflow", "(2,)"], res.stdout
 
 
 def test_the_random_baseline_never_starts_tensorflow(tmp_path, repo_root):

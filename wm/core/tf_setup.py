@@ -28,6 +28,7 @@ import importlib.abc
 import importlib.util
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 AUTO = "auto"  # an argument left to the process's decision (or, before any, to its role)
@@ -48,6 +49,23 @@ def _stderr_muted():
         os.close(devnull)
 
 
+@contextlib.contextmanager
+def _without_jax() -> Iterator[None]:
+    """While TensorFlow imports, `import jax` fails as if JAX were not installed (unless this process already uses
+    it). TF 2.21's TFLite helpers try `from jax import jit` at import time, for a converter this suite never calls:
+    with the `[jax]` extra installed every TF process would load JAX and its XLA runtime too (≈ 0.4 s and ≈ 100 MB,
+    measured), and a stage or an MPI rank on TensorFlow never runs JAX code."""
+    if "jax" in sys.modules:
+        yield
+        return
+    sys.modules["jax"] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
+    try:
+        yield
+    finally:
+        if "jax" in sys.modules and sys.modules["jax"] is None:
+            del sys.modules["jax"]
+
+
 def quiet_import():
     """Import TensorFlow with file descriptor 2 muted, and return it.
 
@@ -59,7 +77,7 @@ def quiet_import():
         return sys.modules["tensorflow"]
     keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with _stderr_muted():
+    with _stderr_muted(), _without_jax():
         import tensorflow as tf
 
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
@@ -78,23 +96,50 @@ class _QuietLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self._inner  # the module keeps TF's loader
-        with _stderr_muted():
+        with _stderr_muted(), _without_jax():
             self._inner.exec_module(module)
             module.config.list_physical_devices("GPU")
             if _Process.decided is not None:
                 _apply(module, _Process.decided)
 
 
+class _NoJaxLoader(importlib.abc.Loader):
+    """Keras's own loader, run while JAX is hidden (`_without_jax`): Keras 3 on TensorFlow tries `import jax` in
+    its Orbax checkpoint callback at import time."""
+
+    def __init__(self, inner: importlib.abc.Loader) -> None:
+        self._inner = inner
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        module.__loader__ = module.__spec__.loader = self._inner
+        with _without_jax():
+            self._inner.exec_module(module)
+
+
 class _QuietFinder(importlib.abc.MetaPathFinder):
-    """Finds `tensorflow` once, through the other finders, and hands its import to `_QuietLoader`."""
+    """Finds `tensorflow` and `keras` (on TensorFlow), once each, through the other finders, and hands their imports
+    to `_QuietLoader` and `_NoJaxLoader`."""
+
+    def __init__(self) -> None:
+        self._looking: set[str] = set()  # the nested lookup below must not find this finder again
 
     def find_spec(self, name, path=None, target=None):
-        if name != "tensorflow":
+        if name not in ("tensorflow", "keras") or name in self._looking:
             return None
-        quiet_on_first_import(False)  # once: the nested lookup below must not find this finder again
-        spec = importlib.util.find_spec(name)
+        if name == "keras" and os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+            return None  # a JAX process (wm.core.backend): Keras may import JAX
+        self._looking.add(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._looking.discard(name)
+        if {"tensorflow", "keras"} - {name} <= set(sys.modules):
+            quiet_on_first_import(False)  # both seen: nothing left to find
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            spec.loader = (_QuietLoader if name == "tensorflow" else _NoJaxLoader)(spec.loader)
         return spec
 
 
@@ -106,7 +151,8 @@ def quiet_on_first_import(on: bool = True) -> None:
     module, Keras or TFP importing it) and apply the device decision then, instead of importing it up front: a
     process whose work needs no TF (the random policy's collect and evaluation, an MPI master that only
     dispatches) never pays its start-up, ≈ 4–5 s of CPU per process. `decide` turns it on. While the import runs
-    stderr is muted for the whole process, other threads included."""
+    stderr is muted for the whole process, other threads included, and JAX is hidden from TF's and Keras's imports
+    (`_without_jax`). It stays on until both `tensorflow` and `keras` have been imported."""
     if on:
         if "tensorflow" not in sys.modules and _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
