@@ -131,6 +131,10 @@ def test_results_figure_has_each_runs_mean_and_ci_the_random_policy_and_the_pool
     assert list(pooled.get_ydata()) == pytest.approx([doc["aggregate"]["all"]["mean"]] * 2)
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["s0\nseed 0", "s1\nseed 1", "s2\nseed 2", "f\nseed 9"]
+    assert {t.get_rotation() for t in ax.get_xticklabels()} == {0.0}  # four runs: upright
+    many = {"tag": "real", "runs": [{**doc["runs"][0], "run": f"doom-small-s{i}"} for i in range(7)]}
+    (ax7,) = P.results_figure(many).axes  # seven long run names would overlap upright: slanted, ending under each run
+    assert {(t.get_rotation(), t.get_horizontalalignment()) for t in ax7.get_xticklabels()} == {(30.0, "right")}
     _png(P.results_plot(tmp_path / "out" / "results.png", doc), P.WIDE)
     # one run: no pooled mean (no aggregate over one run)
     (ax,) = P.results_figure(gather(paths[:1], [], resamples=200)).axes

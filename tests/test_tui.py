@@ -842,6 +842,7 @@ def test_evaluate_form_launches_its_variants_over_ranks(tmp_path):
             argv = app.process(run.path, "evaluate").argv
             assert argv == [fake_mpirun, "-n", "3", *FAKE, *tail.split()]
             await wait_until(pilot, lambda: app.process(run.path, "evaluate").poll() is not None)
+            await wait_until(pilot, lambda: cells(app, "evaluate")[2] == "resumable")  # l acts again once it is read
 
             await pilot.press("l")  # again: the dream, the config's episodes
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))

@@ -193,6 +193,10 @@ def results_figure(doc: Mapping[str, Any], size: tuple[int, int] = WIDE) -> Figu
         ax.axhline(_num(agg["mean"]), color="crimson", linewidth=1.5, label=f"pooled mean over {agg['runs']} runs")
         ax.axhspan(lo, hi, color="crimson", alpha=0.12, label="its hierarchical 95 % CI")
     ax.set_xticks(x, [f"{Path(str(r['run'])).name}\nseed {r.get('seed')}" for r in runs], fontsize="small")
+    if len(runs) > 4:  # run names side by side would overlap: slanted, each ending under its point
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     ax.set_xlim(-0.6, len(runs) - 0.4)
     _legend_outside(ax)
     return fig
