@@ -842,7 +842,8 @@ def test_evaluate_form_launches_its_variants_over_ranks(tmp_path):
             argv = app.process(run.path, "evaluate").argv
             assert argv == [fake_mpirun, "-n", "3", *FAKE, *tail.split()]
             await wait_until(pilot, lambda: app.process(run.path, "evaluate").poll() is not None)
-            await wait_until(pilot, lambda: cells(app, "evaluate")[2] == "resumable")  # l acts again once it is read
+            # l acts again once a read finds it no longer starting (the fake mpirun only prints: it stays not started)
+            await wait_until(pilot, lambda: cells(app, "evaluate")[2] == "not started")
 
             await pilot.press("l")  # again: the dream, the config's episodes
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
@@ -879,6 +880,7 @@ def test_tools_form_launches_report_and_results_and_shows_their_output(tmp_path)
             await wait_until(pilot, lambda: "fake report done" in log.lines)
             assert screen(app).query_one("#panes").active == "tool"
             assert (run.path / "logs" / "report.console").read_text().count("fake report done") == 1
+            await wait_until(pilot, lambda: app.process(run.path, "report").poll() is not None)  # T waits for it
 
             await pilot.press("T")
             await wait_until(pilot, lambda: isinstance(app.screen, ToolsScreen))
