@@ -53,8 +53,8 @@ def _stderr_muted():
 def _without_jax() -> Iterator[None]:
     """While TensorFlow imports, `import jax` fails as if JAX were not installed (unless this process already uses
     it). TF 2.21's TFLite helpers try `from jax import jit` at import time, for a converter this suite never calls:
-    with the `[jax]` extra installed every TF process would load JAX and its XLA runtime too (≈ 0.4 s and ≈ 100 MB,
-    measured), and a stage or an MPI rank on TensorFlow never runs JAX code."""
+    with the `[jax]` extra installed every TF process would load JAX and its XLA runtime too (≈ 0.5 s of CPU and
+    ≈ 108 MB, measured), and a stage or an MPI rank on TensorFlow never runs JAX code."""
     if "jax" in sys.modules:
         yield
         return
