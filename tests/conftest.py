@@ -20,7 +20,9 @@ if str(ROOT) not in sys.path:
 # 44.9 s and 83 s with one each. A user's runs keep TF's default (all cores).
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
 if _WORKERS > 1:
-    _share = str(max(1, len(os.sched_getaffinity(0)) // _WORKERS))
+    from wm.core.procpool import cores  # the cores this process may use (its CPU affinity)
+
+    _share = str(max(1, cores() // _WORKERS))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
 

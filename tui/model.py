@@ -44,14 +44,14 @@ def find_runs(root: Path) -> list[Path]:
 def run_labels(root: Path, paths: Sequence[Path]) -> list[str]:
     """The picker's names of `paths` (as `find_runs` orders them): a run by its path under `root`, each of its rounds
     indented under it as a tree branch (`├ round1`, `└ round2`: the last one closes the group)."""
-    labels = []
+    labels, seen = [], set()
     for i, path in enumerate(paths):
-        parent = path.parent
-        if i and parent in paths[:i] and path.name.startswith("round"):
-            last = i + 1 == len(paths) or paths[i + 1].parent != parent
+        if path.parent in seen and path.name.startswith("round"):
+            last = i + 1 == len(paths) or paths[i + 1].parent != path.parent
             labels.append(f"  {'└' if last else '├'} {path.name}")
         else:
             labels.append(str(path.relative_to(root)))
+        seen.add(path)
     return labels
 
 

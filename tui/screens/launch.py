@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
@@ -15,7 +16,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.markup import escape
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static
+from textual.widgets import Button, Checkbox, Input, Label, RadioSet, Select, SelectionList, Static
 from wm.tui.model import config_excerpt, resolve
 from wm.tui.process import PIPELINE, TOOLS, build_command, pipeline_command, tool_command
 
@@ -55,14 +56,79 @@ def request_command(run: Path, req: LaunchRequest, **kw) -> list[str]:
     return [*build_command(req.verb, run, req.configs, req.sets, req.ranks, req.force, **kw), *req.extra]
 
 
-class LaunchScreen(ModalScreen[LaunchRequest | None]):
+class CommandForm(ModalScreen[LaunchRequest | None]):
+    """A form that shows the command it will run before it runs it: `current()` reads the request from the widgets,
+    `check(req)` vets it (its result goes to `shown`), `self.command(req)` builds the argv. Any error is one line in
+    the `ERROR` widget and the launch button stays off; dismisses with the LaunchRequest, or None when cancelled."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
+    ERROR, COMMAND = "#launch-error", "#command"  # the widgets of the error line and of the command
+    command: Callable[[LaunchRequest], list[str]]
+    request: LaunchRequest | None = None
+    error: str | None = None
+
+    def current(self) -> LaunchRequest:
+        raise NotImplementedError
+
+    def check(self, req: LaunchRequest) -> Any:
+        """Raise for a request that cannot run; what it returns is passed to `shown`."""
+        return None
+
+    def shown(self, req: LaunchRequest | None, checked: Any = None) -> None:
+        """Update the form's other widgets for a request that can run (`req`), or for none."""
+
+    def refresh_preview(self) -> None:
+        """Show the command, or the one error line."""
+        error_w, command_w = self.query_one(self.ERROR, Static), self.query_one(self.COMMAND, Static)
+        try:
+            req = self.current()
+            checked = self.check(req)
+            argv = self.command(req)
+        except Exception as e:  # WMError, a bad shlex quote, bad ranks or counts: all shown as one line
+            self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
+            error_w.update(f"[b red]error:[/] {escape(self.error)}")
+            error_w.display = True
+            command_w.update("")
+            self.shown(None)
+            self.query_one("#go", Button).disabled = True
+            return
+        self.request, self.error = req, None
+        error_w.display = False
+        self.shown(req, checked)
+        command_w.update("$ " + shlex.join(argv))
+        self.query_one("#go", Button).disabled = False
+
+    @on(SelectionList.SelectedChanged)
+    @on(Select.Changed)
+    @on(RadioSet.Changed)
+    @on(Input.Changed)
+    @on(Checkbox.Changed)
+    def _changed(self) -> None:
+        self.refresh_preview()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_launch()
+
+    @on(Button.Pressed, "#go")
+    def action_launch(self) -> None:
+        self.refresh_preview()
+        if self.request is not None:
+            self.dismiss(self.request)
+        else:
+            self.notify(self.error or "cannot launch", severity="error")
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class LaunchScreen(CommandForm):
     """Form for one stage, or the pipeline. Dismisses with a LaunchRequest, or None when cancelled.
 
     `ranks`: the MPI ranks field's starting value (the pipeline and the stages that run across ranks: collect,
     train-controller, evaluate).
     """
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
 
     def __init__(
         self,
@@ -84,8 +150,6 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
         self.ranks = ranks
         # the app's own command builder, so the form shows exactly what will run (python prefix, launcher)
         self.command = command or (lambda r: request_command(self.run, r))
-        self.request: LaunchRequest | None = None
-        self.error: str | None = None
 
     def compose(self) -> ComposeResult:
         stored = (self.run / "config.yaml").exists()
@@ -148,49 +212,11 @@ class LaunchScreen(ModalScreen[LaunchRequest | None]):
             extra,
         )
 
-    def refresh_preview(self) -> None:
-        """Resolve the config as the CLI will; show it and the command, or the one error line."""
-        error_w, resolved_w = self.query_one("#launch-error", Static), self.query_one("#resolved", Static)
-        command_w = self.query_one("#command", Static)
-        try:
-            req = self.current()
-            if req.ranks < 1:
-                raise ValueError("MPI ranks must be a whole number >= 1")
-            cfg = resolve(self.run, req.configs, req.sets)
-            argv = self.command(req)
-        except Exception as e:  # WMError, a bad shlex quote, bad ranks: all shown as one line
-            self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
-            error_w.update(f"[b red]error:[/] {escape(self.error)}")
-            error_w.display = True
-            resolved_w.update("")
-            command_w.update("")
-            self.query_one("#go", Button).disabled = True
-            return
-        self.request, self.error = req, None
-        error_w.display = False
-        resolved_w.update(config_excerpt(cfg, self.verb))
-        command_w.update("$ " + shlex.join(argv))
-        self.query_one("#go", Button).disabled = False
+    def check(self, req: LaunchRequest) -> Any:
+        """The config the CLI will resolve for `req` (raises WMError)."""
+        if req.ranks < 1:
+            raise ValueError("MPI ranks must be a whole number >= 1")
+        return resolve(self.run, req.configs, req.sets)
 
-    @on(SelectionList.SelectedChanged)
-    @on(Select.Changed)
-    @on(Input.Changed)
-    @on(Checkbox.Changed)
-    def _changed(self) -> None:
-        self.refresh_preview()
-
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self.action_launch()
-
-    @on(Button.Pressed, "#go")
-    def action_launch(self) -> None:
-        self.refresh_preview()
-        if self.request is not None:
-            self.dismiss(self.request)
-        else:
-            self.notify(self.error or "cannot launch", severity="error")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def shown(self, req: LaunchRequest | None, checked: Any = None) -> None:
+        self.query_one("#resolved", Static).update(config_excerpt(checked, self.verb) if req is not None else "")

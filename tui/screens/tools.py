@@ -7,14 +7,10 @@ import shlex
 from collections.abc import Callable
 from pathlib import Path
 
-from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.markup import escape
-from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, RadioButton, RadioSet, Static
-from wm.tui.screens.launch import LaunchRequest
+from wm.tui.screens.launch import CommandForm, LaunchRequest
 
 # (tool, what the form says it does)
 TOOL_CHOICES = (
@@ -25,26 +21,22 @@ TOOL_CHOICES = (
 
 def tool_args(tool: str, run: Path, runs: str = "", out: str = "", plot: bool = True) -> list[str]:
     """The tool's arguments: `report --run RUN`; `results --runs RUNS... --out OUT [--plot]` (`runs` a shell-quoted
-    list, default this run; `out` default `RUN/results`). Raises ValueError on a bad quote or no runs."""
+    list, default this run; `out` default `RUN/results`). Raises ValueError on a bad quote."""
     if tool == "report":
         return ["--run", str(run)]
     names = shlex.split(runs) if runs.strip() else [str(run)]
-    if not names:
-        raise ValueError("results needs at least one run directory")
     return ["--runs", *names, "--out", out.strip() or str(run / "results"), *(["--plot"] if plot else [])]
 
 
-class ToolsScreen(ModalScreen[LaunchRequest | None]):
+class ToolsScreen(CommandForm):
     """Choose a tool and its arguments; dismisses with a LaunchRequest (verb the tool, `extra` its arguments) or None."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+l", "launch", "Launch")]
+    ERROR, COMMAND = "#tools-error", "#tools-command"
 
     def __init__(self, run: Path, command: Callable[[LaunchRequest], list[str]]):
         super().__init__()
         self.run = run
         self.command = command  # the app's builder, so the preview is exactly what runs
-        self.request: LaunchRequest | None = None
-        self.error: str | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="tools", classes="dialog"):
@@ -85,42 +77,5 @@ class ToolsScreen(ModalScreen[LaunchRequest | None]):
         return LaunchRequest(tool, extra=args)
 
     def refresh_preview(self) -> None:
-        """The command, or the one line that says why there is none."""
-        self.query_one("#results-opts", Horizontal).display = self.tool() == "results"
-        error_w, command_w = self.query_one("#tools-error", Static), self.query_one("#tools-command", Static)
-        try:
-            req = self.current()
-            argv = self.command(req)
-        except ValueError as e:  # a bad shell quote, no runs
-            self.request, self.error = None, str(e).splitlines()[0] if str(e) else type(e).__name__
-            error_w.update(f"[b red]error:[/] {escape(self.error)}")
-            error_w.display = True
-            command_w.update("")
-            self.query_one("#go", Button).disabled = True
-            return
-        self.request, self.error = req, None
-        error_w.display = False
-        command_w.update("$ " + shlex.join(argv))
-        self.query_one("#go", Button).disabled = False
-
-    @on(RadioSet.Changed)
-    @on(Input.Changed)
-    @on(Checkbox.Changed)
-    def _changed(self) -> None:
-        self.refresh_preview()
-
-    @on(Input.Submitted)
-    def _submitted(self) -> None:
-        self.action_launch()
-
-    @on(Button.Pressed, "#go")
-    def action_launch(self) -> None:
-        self.refresh_preview()
-        if self.request is not None:
-            self.dismiss(self.request)
-        else:
-            self.notify(self.error or "cannot launch", severity="error")
-
-    @on(Button.Pressed, "#cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.query_one("#results-opts", Horizontal).display = self.tool() == "results"  # report has no options
+        super().refresh_preview()

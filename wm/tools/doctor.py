@@ -328,7 +328,8 @@ def check_mpi(opts: Options) -> Result:
         why = "did not answer in time" if lib.rc is None else f"does not load: {lib.last_error()}"
         return Result("mpi", FAIL, f"mpi4py's MPI {why}", pip("mpi4py>=4.1,<5", "mpich>=5.0"))
     library = _library_name(_marked(lib.out) or "")
-    argv = hello_argv(opts.launcher or Launcher(), py)
+    launcher = opts.launcher or Launcher()
+    argv = hello_argv(launcher, py)
     words = argv[: len(argv) - 3]  # the launcher's part
     if words[-2:] == ["-n", "2"]:
         words = words[:-2]
@@ -341,7 +342,7 @@ def check_mpi(opts: Options) -> Result:
             "(docs/guide/mpi-and-clusters.md#launchers)",
         )
     where = " ".join([shown(words[0]), *words[1:]])
-    own = launcher_library(words[0], opts.timeout) if (opts.launcher or Launcher()).kind != "template" else None
+    own = launcher_library(words[0], opts.timeout) if launcher.kind != "template" else None
     ran = run_probe(argv, opts.timeout, env=_probe_env())
     if ran.rc is None:
         return Result(
