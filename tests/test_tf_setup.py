@@ -178,13 +178,21 @@ print("ok")
 
 def test_dream_evaluation_then_gif_in_one_process(tmp_path, repo_root):
     """The sequence that crashed on a GPU box: `evaluate --dream` (the engine's in-process pool
-    sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI."""
+    sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI. The dream
+    samples M's mixture with plain TF ops, so its process never imports TFP (≈ 1.2 s of CPU a process)."""
     from tests.test_evaluate import _tiny_run
 
     _, run = _tiny_run(tmp_path)
-    cmd = [sys.executable, "-m", "wm", "evaluate", "--run", str(run.path), "--dream", "--episodes", "2", "--gifs", "1"]
-    res = subprocess.run(cmd, capture_output=True, text=True, cwd=repo_root, timeout=300)
+    code = f"""
+import sys
+from wm.cli import main
+rc = main(["evaluate", "--run", {str(run.path)!r}, "--dream", "--episodes", "2", "--gifs", "1"])
+assert rc == 0, rc
+print("tensorflow" in sys.modules, "tensorflow_probability" in sys.modules)
+"""
+    res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
+    assert res.stdout.splitlines()[-1] == "True False", res.stdout
     assert (RunDir(run.path).eval_dir("dream") / "episode_000.gif").exists()
     assert json.loads((run.path / "eval/dream/summary.json").read_text())["episodes"] == 2
