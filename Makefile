@@ -5,6 +5,9 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 export TF_CPP_MIN_LOG_LEVEL := 2
+# Python's bytecode cache stays on for the suite's few hundred processes (each stage, rank and worker imports wm's
+# modules afresh): a shell's PYTHONDONTWRITEBYTECODE=1 made every one of them compile them again.
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test test-fast lint bench clean-venv
 

@@ -218,7 +218,7 @@ def test_the_tiny_pipeline_with_v_and_m_on_jax_evaluates(tmp_path):
 
     run = RunDir(tmp_path / "tiny")
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run.path)]
-    cmd += ["--progress-every", "0", "--set", "collect.episodes=4"]
+    cmd += ["--progress-every", "0", "--set", "collect.episodes=4", "env.max_steps=100", "dream.max_steps=100"]
     env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
