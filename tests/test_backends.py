@@ -207,28 +207,5 @@ def test_the_device_script_s_dry_run_writes_both_measurements(tmp_path):
     assert "cpu" in json.loads((tmp_path / "jax_cpu.json").read_text())["jax"]["device"].lower()
 
 
-@pytest.mark.slow
-@pytest.mark.env
-def test_the_tiny_pipeline_with_v_and_m_on_jax_evaluates(tmp_path):
-    """The tiny Doom pipeline with `KERAS_BACKEND=jax` (run.backend auto): V and M train on JAX, encode, the dream
-    (C's training and M's preview) and the real evaluation load their weights on TensorFlow."""
-    import json
-
-    from wm.core.rundir import RunDir
-
-    run = RunDir(tmp_path / "tiny")
-    cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run.path)]
-    cmd += ["--progress-every", "0", "--set", "collect.episodes=4", "env.max_steps=100", "dream.max_steps=100"]
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-    for stage in ("train-vae", "train-mdnrnn"):
-        assert json.loads((run.stage_dir(stage) / "DONE").read_text())["backend"] == "jax", stage
-    assert "step: JAX (jax backend)" in run.log_path("train-vae").read_text()
-    assert run.artifact("dream_preview").stat().st_size > 0
-    # the preview's child on TensorFlow sends the dream filmstrip back to the stage's TensorBoard logger
-    from tests.test_tensorboard import values
-
-    images = [v.tag for _, v in values(run.tb_dir / "mdnrnn") if v.HasField("image")]
-    assert images == ["mdnrnn/dream_preview"], images
-    assert run.is_done("train-controller") and json.loads((run.path / "eval" / "summary.json").read_text())["episodes"] == 4
+# The tiny pipeline with V and M on JAX, loaded by every later stage on TensorFlow: tests/test_pipeline_car.py runs
+# the CarRacing pipeline under KERAS_BACKEND=jax.

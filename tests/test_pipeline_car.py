@@ -1,10 +1,18 @@
 """The tiny CarRacing pipeline end to end: collect with the fast renderer → V → encode → M (with a reward
 head) → C in the real env under `mpirun -n 3` with the curriculum and the no-progress stop → evaluate with the
-official renderer; then C trained in the dream on M's predicted rewards in a copy of the run."""
+official renderer; then C trained in the dream on M's predicted rewards in a copy of the run.
+
+With JAX installed (the `[jax]` extra, in requirements-dev.txt) the pipeline runs under `KERAS_BACKEND=jax`
+(`run.backend: auto`): V and M train on JAX, and encode, M's dream preview (in its child on TensorFlow), C's real
+and dream training and the evaluation load their weights on TensorFlow. One pipeline covers both: the backend path
+through every stage, the env's through the rest (the Doom and Atari pipelines train V and M on TensorFlow).
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -24,11 +32,22 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     sets.append("mdnrnn.predict_done=true")  # the dream recipe's M: episodes cut at the car's first termination
     sets += ["collect.episodes=4", "env.max_steps=150", "dream.max_steps=150"]  # the tiny path at half its size
     cmd = [sys.executable, "-m", "wm", "pipeline", "--configs", "carracing", "tiny", "--run", str(run.path), "--mpi", "3"]
-    done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, capture_output=True, text=True, timeout=1500)
+    on_jax = importlib.util.find_spec("jax") is not None
+    env = {**os.environ, **({"KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"} if on_jax else {})}
+    done = subprocess.run([*cmd, "--set", *sets], cwd=repo_root, env=env, capture_output=True, text=True, timeout=1500)
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     for st in STAGES:
         assert run.is_done(st.verb), st.verb
     assert run.load_config().env.renderer == "fast"
+    if on_jax:  # V and M trained on JAX; M's preview drawn by its child on TensorFlow, sent to the stage's TensorBoard
+        from tests.test_tensorboard import values
+
+        for stage in ("train-vae", "train-mdnrnn"):
+            assert json.loads((run.stage_dir(stage) / "DONE").read_text())["backend"] == "jax", stage
+        assert "step: JAX (jax backend)" in run.log_path("train-vae").read_text()
+        assert run.artifact("dream_preview").stat().st_size > 0
+        images = [v.tag for _, v in values(run.tb_dir / "mdnrnn") if v.HasField("image")]
+        assert images == ["mdnrnn/dream_preview"], images
 
     # C trained in the real env: the population's episodes started capped at 50 steps and the cap only rose
     hist = [r for r in read_jsonl(run.metrics_path("train-controller")) if "es/generation" in r]
