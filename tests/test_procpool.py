@@ -89,6 +89,53 @@ def test_stopping_early_runs_the_workers_cleanups(tmp_path):
     assert len(list(tmp_path.glob("*.closed"))) == 2  # both workers ran their cleanups
 
 
+def _init_a_child_then_stall(folder: str) -> str:
+    """The second worker to start spawns a child (as a Doom env spawns its game) and stalls with SIGTERM blocked, as
+    a worker whose handler waits for the C call it is in (ViZDoom's init under load)."""
+    import subprocess
+    import time
+
+    try:
+        os.mkdir(os.path.join(folder, "quick"))  # the first worker starts at once
+        return folder
+    except FileExistsError:
+        pass
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    child = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    with open(os.path.join(folder, ".child.pid"), "w") as f:
+        f.write(str(child.pid))
+    os.rename(os.path.join(folder, ".child.pid"), os.path.join(folder, "child.pid"))
+    time.sleep(300)
+    return folder
+
+
+def _fail(folder: str, item: int) -> int:
+    """Fails once the other worker is stalled with its child started."""
+    end = time.monotonic() + 60
+    while not os.path.exists(os.path.join(folder, "child.pid")) and time.monotonic() < end:
+        time.sleep(0.05)
+    raise RuntimeError("a write failed")
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_killed_while_it_starts_takes_its_child_processes_along(tmp_path, monkeypatch):
+    """A worker that does not exit on SIGTERM is killed after the grace, and the processes it started go with it: the
+    game process of an env it was starting (which ignores SIGTERM) had outlived it, holding the stage's stdout."""
+    from wm.core import procpool
+
+    monkeypatch.setattr(procpool, "STOP_GRACE_S", 1.0)
+    with pytest.raises(RuntimeError, match="a write failed"):
+        for _ in spawn_map(_fail, [1, 2, 3, 4], 2, "test", _init_a_child_then_stall, (str(tmp_path),)):
+            pass
+    pid = int((tmp_path / "child.pid").read_text())
+    time.sleep(0.2)
+    try:  # a killed child not yet reaped shows as a zombie
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("Z", "X", "gone"), f"the stalled worker's child {pid} outlived it (state {state})"
+
+
 _ORPHAN_PARENT = """
 import sys
 sys.path[:0] = {paths!r}

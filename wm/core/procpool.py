@@ -106,8 +106,43 @@ def _call(fn: Callable[..., Any], item: Any) -> Any:
     return fn(_Slot.ctx, item) if _Slot.active else fn(item)
 
 
+def _children(pid: int) -> list[int]:
+    """The pids of `pid`'s child processes, from /proc (Linux); [] where there is none to read."""
+    out = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) ": state, ppid, …
+        if len(fields) > 1 and int(fields[1]) == pid:
+            out.append(int(name))
+    return out
+
+
+def _kill_with_children(p: Any) -> None:
+    """SIGKILL a worker and its child processes. A worker killed while it starts its env (its SIGTERM handler waits
+    for the C call it is in: ViZDoom's init, under load) never closes it; the game process it started ignores SIGTERM,
+    outlived it and, holding the stage's stdout, kept a caller that reads it waiting forever."""
+    kids = _children(p.pid)
+    p.kill()
+    p.join()
+    for kid in kids:
+        try:
+            os.kill(kid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _stop(ex: ProcessPoolExecutor) -> None:
-    """Cancel what has not started, SIGTERM the workers, kill the ones that do not exit."""
+    """Cancel what has not started, SIGTERM the workers, kill the ones that do not exit (and their children)."""
     # No public way to stop running workers before Python 3.14 (`terminate_workers`); `_processes` is the
     # executor's {pid: Process} map, present since 3.2.
     procs = list((getattr(ex, "_processes", None) or {}).values())
@@ -118,8 +153,7 @@ def _stop(ex: ProcessPoolExecutor) -> None:
     for p in procs:
         p.join(STOP_GRACE_S)
         if p.is_alive():
-            p.kill()
-            p.join()
+            _kill_with_children(p)
     ex.shutdown(wait=True)
 
 
