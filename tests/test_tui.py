@@ -156,7 +156,8 @@ def test_footer_fits_80_columns(tmp_path):
         app = app_for(run)
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: cells(app, "train-vae")[2] == "resumable")
-            await pilot.pause(0.2)
+            # the footer is drawn after the table: under load a fixed pause saw it still blank
+            await wait_until(pilot, lambda: "q Quit" in screen_lines(app)[-1])
 
             def footer() -> str:
                 text = screen_lines(app)[-1]

@@ -6,7 +6,8 @@ as `BrokenProcessPool`, which this turns into one `WMError` line. Workers ignore
 With an initializer, each worker holds the context it returns (an env, a writer, an evaluator) and tasks are
 called `fn(ctx, item)`; the context's `close()` (close ViZDoom, flush a writer) runs when the worker exits normally,
 when the parent stops it early with SIGTERM, and when the parent dies; without it the ViZDoom game process (which
-ignores SIGTERM) would outlive the worker.
+ignores SIGTERM) would outlive the worker. A worker that has not exited `STOP_GRACE_S` after SIGTERM is killed with
+its child processes.
 
 `ProcessPool` is the same thing behind the pool interface of `mpi.pool` (ordered `map`, retries, `on_result`),
 the process twin of `SerialPool` and `MPIPool` for the evaluation engine (`wm.rollouts.engine`).
