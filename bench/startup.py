@@ -10,11 +10,13 @@ child) taken as the median of `--repeat` runs:
 
 - `python`: numpy and wm's config, the floor of any `python -m wm` process;
 - `tf_keras`: TF and Keras through `wm.core.tf_setup` (muted, JAX hidden), as a stage loads them, with V's module;
-- `dream`: the dream's modules (C's training ranks, the dream's checks and evaluations, play); they import no TFP;
+- `dream`: the dream's modules (C's training ranks, the dream's checks and evaluations, play), which import no TFP
+  (tests/test_tf_setup.py asserts it);
 - `m_training`: M's loss, TFP's mixture: what `dream` does not pay (`tfp_s`);
-- `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed;
-- `ml_dtypes`: the dtype package TF, Keras and JAX all import, alone (requirements.txt holds it at 0.6: 0.7.0's
-  import took 0.65 s against 0.15 s).
+- `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed.
+
+`ml_dtypes_version` is printed beside them: that package, imported by TF, Keras and JAX, sets a good part of the
+figure (requirements.txt holds it at 0.6; docs/results/timings.md, "The test suite").
 """
 
 from __future__ import annotations
@@ -35,10 +37,9 @@ TF = "from wm.core import tf_setup; tf_setup.decide(gpu=False); "
 PROBES = {
     "python": "import numpy, wm.core.config",
     "tf_keras": TF + "import keras, wm.models.vae",
-    "dream": TF + "import keras, wm.rollouts.dream, sys; assert 'tensorflow_probability' not in sys.modules",
+    "dream": TF + "import keras, wm.rollouts.dream",
     "m_training": TF + "import keras, wm.rollouts.dream, wm.models.mixture_tf as m; m._distributions()",
     "jax": "import keras, jax.numpy",
-    "ml_dtypes": "import ml_dtypes",
 }
 
 

@@ -112,7 +112,9 @@ def default_ranks(cfg: Any = None, cores: int | None = None, verb: str = PIPELIN
     than there is work for at once (`RANK_CAPS`: the ES's candidates, collect's episodes; evaluate's episodes), at
     most MAX_RANKS; 1 (no MPI) on a single core, where a dispatcher only adds a process."""
     if cores is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        from wm.core import procpool  # stdlib only: its CPU-affinity count, as the stages' worker counts use
+
+        cores = procpool.cores()
     if cores < 2:
         return 1
     n = cores + 1

@@ -246,10 +246,11 @@ def run_all(
     episodes: int | None,
     launcher: Launcher | None = None,
     force: bool = False,
+    cfg: Config | None = None,
 ) -> int:
     """`sweep run`: each τ run prepared (or reused), its C trained unless DONE (with `mpi` ranks started by
     `launcher`, default mpirun), then `evaluate --sweep` over them (under the same ranks), unless the table already
-    holds these rows (`table_is_current`; `force` plays it again).
+    holds these rows (`table_is_current`; `force` plays it again). `cfg`: `src`'s config, when the caller has read it.
 
     The table's rows are the τ of `--taus` (passed to evaluate as `evaluate.temperatures`, which no artifact
     depends on), each played by the C trained at that τ."""
@@ -270,7 +271,7 @@ def run_all(
         if subprocess.run(cmd).returncode != 0 or not dst.is_done("train-controller"):
             raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
         print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
-    cfg = src.load_config()
+    cfg = cfg or src.load_config()
     n = episodes or (int(cfg.evaluate.episodes) if cfg is not None else 0)
     if not force and table_is_current(src, taus, made, n):
         print(f"[sweep] the table is already written ({src.artifact('tau_sweep')}): skipped; --force plays it again")
@@ -292,7 +293,7 @@ def main(args: argparse.Namespace) -> int:
     if not taus:
         raise WMError(f"no τ to sweep: give --taus (no evaluate.temperatures in {src.config_path})")
     if args.cmd == "run":
-        return run_all(src, taus, args.mpi, args.episodes, launcher, args.force)
+        return run_all(src, taus, args.mpi, args.episodes, launcher, args.force, cfg)
     made = [prepare_tau_run(src, t) for t in taus]
     for d in made:
         print(f"python -m wm train-controller --run {d.path}")
