@@ -9,11 +9,13 @@ round. Each probe is `python -c <imports>` in a child, its CPU time (user + sys,
 child) taken as the median of `--repeat` runs:
 
 - `python`: numpy and wm's config, the floor of any `python -m wm` process;
-- `tf_keras`: TF and Keras through `wm.core.tf_setup` (muted, JAX hidden), as a stage loads them, with V's module;
+- `tf_keras`: TF and Keras through `wm.core.tf_setup` (muted, the optional imports skipped: `wm.core.imports`), as a
+  stage loads them, with V's module;
 - `dream`: the dream's modules (C's training ranks, the dream's checks and evaluations, play), which import no TFP
   (tests/test_tf_setup.py asserts it);
 - `m_training`: M's loss, TFP's mixture: what `dream` does not pay (`tfp_s`);
-- `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed.
+- `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed;
+- `cmaes`: pycma's CMA-ES, built: the CMA-ES master of train-controller, which loads no TF.
 
 `ml_dtypes_version` is printed beside them: that package, imported by TF, Keras and JAX, sets a good part of the
 figure (requirements.txt holds it at 0.6; docs/results/timings.md, "The test suite").
@@ -40,6 +42,7 @@ PROBES = {
     "dream": TF + "import keras, wm.rollouts.dream",
     "m_training": TF + "import keras, wm.rollouts.dream, wm.models.mixture_tf as m; m._distributions()",
     "jax": "import keras, jax.numpy",
+    "cmaes": "from wm.es.cmaes import CMAES; CMAES(8, popsize=4)",
 }
 
 

@@ -140,6 +140,29 @@ print(jax.numpy.zeros(2).shape)
     assert res.stdout.splitlines()[-2:] == ["False tensorflow", "(2,)"], res.stdout
 
 
+def test_tensorflow_and_cma_processes_skip_their_optional_imports_which_still_load_later(repo_root):
+    """A C-training rank's imports (TF, Keras, the dream) and a CMA-ES master's (pycma) load no matplotlib, no
+    scipy.stats and no JAX, which those libraries import only for helpers this suite never calls (≈ 0.3–1 s of CPU a
+    process, bench/startup.py); the packages stay importable afterwards, and CMA-ES still asks and tells."""
+    code = """
+import sys
+from wm.core import tf_setup
+tf_setup.decide(gpu=False)
+import keras, wm.rollouts.dream
+from wm.es.cmaes import CMAES
+es = CMAES(6, popsize=4, seed=3)
+print(sorted(m for m in ("jax", "matplotlib", "scipy.sparse", "scipy.stats") if m in sys.modules), keras.backend.backend())
+for _ in range(3):
+    xs = es.ask()
+    es.tell(-(xs ** 2).sum(axis=1))
+import matplotlib.pyplot, scipy.stats
+print(round(float(scipy.stats.kendalltau([1, 2, 3, 4], [1, 3, 2, 4])[0]), 3), es.ask().shape)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-2:] == ["[] tensorflow", "0.667 (4, 6)"], res.stdout
+
+
 def test_the_random_baseline_never_starts_tensorflow(tmp_path, repo_root):
     """A random-policy evaluation (GIF included) through the CLI loads no model, so its process never imports TF
     (≈ 4 s of start-up per process; the verb still mutes TF where a model loads it)."""

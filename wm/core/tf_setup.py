@@ -28,8 +28,9 @@ import importlib.abc
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
+
+from wm.core.imports import hidden
 
 AUTO = "auto"  # an argument left to the process's decision (or, before any, to its role)
 
@@ -49,21 +50,12 @@ def _stderr_muted():
         os.close(devnull)
 
 
-@contextlib.contextmanager
-def _without_jax() -> Iterator[None]:
-    """While TensorFlow imports, `import jax` fails as if JAX were not installed (unless this process already uses
-    it). TF 2.21's TFLite helpers try `from jax import jit` at import time, for a converter this suite never calls:
-    with the `[jax]` extra installed every TF process would load JAX and its XLA runtime too (≈ 0.5 s of CPU and
-    ≈ 108 MB, measured), and a stage or an MPI rank on TensorFlow never runs JAX code."""
-    if "jax" in sys.modules:
-        yield
-        return
-    sys.modules["jax"] = None  # type: ignore[assignment]  # an import of it raises ModuleNotFoundError
-    try:
-        yield
-    finally:
-        if "jax" in sys.modules and sys.modules["jax"] is None:
-            del sys.modules["jax"]
+# What TF's and Keras's imports skip in a TensorFlow process (`wm.core.imports.hidden`), each an optional import for
+# code this suite never calls: TF 2.21's TFLite helpers try `from jax import jit` and Keras 3 `import jax` (its Orbax
+# checkpoint callback), which with the `[jax]` extra installed would load JAX and its XLA runtime into every TF process
+# (≈ 0.5 s of CPU and ≈ 108 MB, measured); TF's legacy tf.keras imports `scipy.sparse` (≈ 0.4 s) and Keras 3
+# `matplotlib.pyplot` for its image galleries (≈ 0.4 s). A later import of any of them, by code that uses it, works.
+_SKIPPED = ("jax", "matplotlib", "scipy")
 
 
 def quiet_import():
@@ -77,7 +69,7 @@ def quiet_import():
         return sys.modules["tensorflow"]
     keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with _stderr_muted(), _without_jax():
+    with _stderr_muted(), hidden(*_SKIPPED):
         import tensorflow as tf
 
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
@@ -96,16 +88,15 @@ class _QuietLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self._inner  # the module keeps TF's loader
-        with _stderr_muted(), _without_jax():
+        with _stderr_muted(), hidden(*_SKIPPED):
             self._inner.exec_module(module)
             module.config.list_physical_devices("GPU")
             if _Process.decided is not None:
                 _apply(module, _Process.decided)
 
 
-class _NoJaxLoader(importlib.abc.Loader):
-    """Keras's own loader, run while JAX is hidden (`_without_jax`): Keras 3 on TensorFlow tries `import jax` in
-    its Orbax checkpoint callback at import time."""
+class _SkippingLoader(importlib.abc.Loader):
+    """Keras's own loader (on TensorFlow), run while `_SKIPPED` are hidden."""
 
     def __init__(self, inner: importlib.abc.Loader) -> None:
         self._inner = inner
@@ -115,13 +106,13 @@ class _NoJaxLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self._inner
-        with _without_jax():
+        with hidden(*_SKIPPED):
             self._inner.exec_module(module)
 
 
 class _QuietFinder(importlib.abc.MetaPathFinder):
     """Finds `tensorflow` and `keras` (on TensorFlow), once each, through the other finders, and hands their imports
-    to `_QuietLoader` and `_NoJaxLoader`."""
+    to `_QuietLoader` and `_SkippingLoader`."""
 
     def __init__(self) -> None:
         self._looking: set[str] = set()  # the nested lookup below must not find this finder again
@@ -139,7 +130,7 @@ class _QuietFinder(importlib.abc.MetaPathFinder):
         if {"tensorflow", "keras"} - {name} <= set(sys.modules):
             quiet_on_first_import(False)  # both seen: nothing left to find
         if spec is not None and spec.loader is not None:
-            spec.loader = (_QuietLoader if name == "tensorflow" else _NoJaxLoader)(spec.loader)
+            spec.loader = (_QuietLoader if name == "tensorflow" else _SkippingLoader)(spec.loader)
         return spec
 
 
@@ -151,8 +142,8 @@ def quiet_on_first_import(on: bool = True) -> None:
     module, Keras or TFP importing it) and apply the device decision then, instead of importing it up front: a
     process whose work needs no TF (the random policy's collect and evaluation, an MPI master that only
     dispatches) never pays its start-up, ≈ 4–5 s of CPU per process. `decide` turns it on. While the import runs
-    stderr is muted for the whole process, other threads included, and JAX is hidden from TF's and Keras's imports
-    (`_without_jax`). It stays on until both `tensorflow` and `keras` have been imported."""
+    stderr is muted for the whole process, other threads included, and JAX and matplotlib are hidden from TF's and
+    Keras's imports (`_SKIPPED`). It stays on until both `tensorflow` and `keras` have been imported."""
     if on:
         if "tensorflow" not in sys.modules and _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
@@ -225,8 +216,8 @@ def _running() -> Devices:
 
     n = tf.config.threading.get_intra_op_parallelism_threads()
     physical = tf.config.list_physical_devices("GPU")
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES") == "-1" or len(tf.config.get_visible_devices("GPU")) < len(physical)
-    return Devices(n or None, not hidden)
+    masked = os.environ.get("CUDA_VISIBLE_DEVICES") == "-1" or len(tf.config.get_visible_devices("GPU")) < len(physical)
+    return Devices(n or None, not masked)
 
 
 def _resolve(threads, gpu, base: Devices) -> Devices:

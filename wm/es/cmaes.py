@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.imports import hidden
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.es import state as es_state
 
@@ -104,7 +105,9 @@ class CMAES:
         x0: np.ndarray | None = None,
         diagonal: bool = False,
     ):
-        with warnings.catch_warnings():
+        # pycma's optional scipy.stats (a surrogate model's rank test) and matplotlib (its plots) are never used
+        # here: skipped, the CMA-ES master starts ≈ 0.9 s of CPU sooner (wm.core.imports)
+        with warnings.catch_warnings(), hidden("scipy.stats", "matplotlib"):
             warnings.simplefilter("ignore")  # "could not import matplotlib" at import
             import cma
 
