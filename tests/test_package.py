@@ -7,6 +7,7 @@ and the shipped agent as package data, the console script — not TensorFlow's i
 
 from __future__ import annotations
 
+import os
 import site
 import subprocess
 import sys
@@ -19,7 +20,10 @@ pytestmark = pytest.mark.slow
 
 
 def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, **kw)
+    # without a PYTHONPATH naming the checkout (tests/cpu_profile.py's command sets one), which would show pip this
+    # checkout's own metadata as the package already installed, and `wm` this checkout rather than the wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, **kw)
 
 
 def test_the_wheel_installs_and_runs_from_another_directory(tmp_path, repo_root):
