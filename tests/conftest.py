@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,6 +27,24 @@ if _WORKERS > 1:
     _share = str(max(1, cores() // _WORKERS))
     os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _share)
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", _share)
+
+# JAX's persistent compilation cache, one folder for the whole run (set here in pytest's first process, inherited by
+# the xdist workers and every process they start): a program a JAX process compiled (V's and M's steps on JAX, the
+# device script's dry run) loads from it in the next process that compiles the same one. bench/backends.py's tiny
+# JAX run took 16.9 s of CPU, 3.3 s with the cache filled. Every program is cached, not only those that took
+# JAX's default second to compile. Removed when pytest ends (`pytest_unconfigure`).
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE = tempfile.mkdtemp(prefix="wm-tests-jax-cache-")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+else:
+    _JAX_CACHE = None  # the caller's, or this run's first process's (an xdist worker inherits it)
+
+
+def pytest_unconfigure(config) -> None:
+    if _JAX_CACHE is not None:
+        shutil.rmtree(_JAX_CACHE, ignore_errors=True)
+
 
 # The test process's TF devices, decided once before any test loads TF (wm.core.tf_setup; imports no TensorFlow): stages
 # and evaluators run in-process here with the engine's CPU settings, so the GPU stays hidden (subprocesses too).
