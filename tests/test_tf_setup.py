@@ -180,6 +180,31 @@ print("tensorflow" in sys.modules, "keras" in sys.modules)
     assert (tmp_path / "r" / "eval" / "random" / "episode_000.gif").exists()
 
 
+def test_a_real_evaluation_over_worker_processes_draws_its_gif_in_a_worker(tmp_path, repo_root):
+    """With worker processes (or ranks) the workers that played the episodes record the GIF too, so the evaluating
+    process, which only dispatches, never imports TF (≈ 3 s of CPU); the GIF shows the episode the evaluation
+    scored, frame for frame."""
+    from PIL import Image
+
+    from tests.test_evaluate import _tiny_run
+
+    _, run = _tiny_run(tmp_path)
+    code = f"""
+import sys
+from wm.cli import main
+rc = main(["evaluate", "--run", {str(run.path)!r}, "--episodes", "3", "--gifs", "1", "--set", "evaluate.workers=2"])
+assert rc == 0, rc
+print("tensorflow" in sys.modules, "keras" in sys.modules)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[-1] == "False False", res.stdout
+    first = json.loads((run.path / "eval/real/episodes.jsonl").read_text().splitlines()[0])
+    assert f"episode_000.gif ({first['length']} steps)" in res.stdout, res.stdout
+    with Image.open(run.path / "eval/real/episode_000.gif") as im:
+        assert im.n_frames == -(-first["length"] // 2)  # evaluate.gif_stride=2
+
+
 def test_mpi_worker_rank_decides_one_thread_no_gpu_before_tf_loads(repo_root):
     """cli.main's first step on a worker rank: one thread, no GPU, decided before TF is imported (no CUDA probe)."""
     code = """

@@ -27,8 +27,9 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -248,6 +249,20 @@ def evaluate_task(ctx: WorkerContext, task: Task) -> Task:
     return members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64)
 
 
+def record_task(ctx: WorkerContext, task: tuple[np.ndarray | None, int, str]) -> tuple[str, int]:
+    """Record one episode `(params, seed, path)` of the context's spec as a GIF at `path` → `(path, steps)`.
+
+    The evaluate stage's GIFs, drawn where the episodes were played: a worker rank or process already runs TF with
+    the spec's world, so rank 0 (or the parent of the worker processes) never loads them (≈ 3–4 s of CPU each). The
+    worker writes the file (atomically); a long episode's frames are too large to send back."""
+    from wm.core.rundir import RunDir
+    from wm.rollouts.recording import write_episode_gif
+
+    params, seed, path = task
+    cfg = ctx.spec.config()
+    return path, write_episode_gif(cfg, RunDir(ctx.spec.run), ctx.spec.kind, params, int(seed), Path(path))
+
+
 # ---------------------------------------------------------------- the master side
 
 
@@ -288,9 +303,16 @@ def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, 
 
 
 def run_seeds(
-    pool: Any, params: np.ndarray | None, seeds: list[int], n_params: int, progress: Any = None
+    pool: Any,
+    params: np.ndarray | None,
+    seeds: list[int],
+    n_params: int,
+    progress: Any = None,
+    gifs: Sequence[tuple[int, Path]] = (),
+    log: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`.
+    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`; then the
+    episodes of `gifs` (seed, path) recorded as GIFs by the pool's workers (`record_task`), each logged.
 
     `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
     an evaluation never summarises missing episodes.
@@ -304,7 +326,14 @@ def run_seeds(
     failed = [r for r in results if isinstance(r, TaskFailed)]
     if failed:
         raise WMError(f"evaluation: {len(failed)} of {len(tasks)} tasks failed (first: {failed[0].error})")
-    return (np.concatenate([r[1][0] for r in results]).astype(float), np.concatenate([r[2][0] for r in results]).astype(int))
+    out = (np.concatenate([r[1][0] for r in results]).astype(float), np.concatenate([r[2][0] for r in results]).astype(int))
+    recorded = pool.map(record_task, [(params, int(s), str(path)) for s, path in gifs]) if gifs else []
+    for res in recorded:
+        if isinstance(res, TaskFailed):
+            raise WMError(f"evaluation: recording a GIF failed ({res.error})")
+        if log is not None:
+            log.info("wrote %s (%d steps)", *res)
+    return out
 
 
 def evaluate_seeds(
@@ -316,6 +345,7 @@ def evaluate_seeds(
     progress: Any = None,
     log: Any = None,
     pool: Any = None,
+    gifs: Sequence[tuple[int, Path]] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): over the MPI ranks when launched
     under mpirun/srun (rank 0 dispatches; real-env kinds only: the dream batches every episode in one graph on rank
@@ -323,7 +353,8 @@ def evaluate_seeds(
     processes. Every episode depends only on its seed, so each way gives the same returns.
 
     `pool`: an open pool of the caller's (`job_pool`: one MPI pool for a job's several evaluations, as the τ sweep's
-    rows), given this spec's context (`reinit`) and left open."""
+    rows), given this spec's context (`reinit`) and left open. `gifs`: episodes (seed, path) the same workers then
+    record as GIFs (`run_seeds`)."""
     from dataclasses import replace
 
     from wm.core.procpool import ProcessPool
@@ -332,19 +363,19 @@ def evaluate_seeds(
 
     if pool is not None:
         pool.reinit(init_worker, (spec,))
-        return run_seeds(pool, params, seeds, n_params, progress)
+        return run_seeds(pool, params, seeds, n_params, progress, gifs, log)
     workers = max(1, min(int(workers), len(seeds)))
     # one MPI pool per job: its close stops the ranks, so a later call (the τ sweep's next τ) uses local processes
     if launched_size() > 1 and spec.kind not in ("dream", "random-dream") and not PROCESS.workers_released:
         timeout = float(spec.config().es.task_timeout)  # a task slower than this goes to another rank too
         with make_pool(init_worker, (spec,), timeout=timeout, retries=0, log=log) as pool:
-            return run_seeds(pool, params, seeds, n_params, progress)
+            return run_seeds(pool, params, seeds, n_params, progress, gifs, log)
     if workers == 1:
         pool: Any = SerialPool(init_worker, (replace(spec, threads=None),), retries=0, log=log)
     else:
         pool = ProcessPool(init_worker, (spec,), workers=workers, retries=0, log=log)
     with pool:
-        return run_seeds(pool, params, seeds, n_params, progress)
+        return run_seeds(pool, params, seeds, n_params, progress, gifs, log)
 
 
 @contextlib.contextmanager

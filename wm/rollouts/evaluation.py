@@ -3,7 +3,8 @@
 Episode i uses seed `evaluate.seed + i` (env reset and every random draw of that episode), so two evaluations of
 the same parameters give the same numbers; the ± is `np.std` over the episodes, as in §9. Results of one
 evaluation go to `eval/<tag>/{episodes.jsonl,summary.json}`. The episodes themselves are played by the
-evaluation engine (`wm.rollouts.engine`); the GIFs are drawn by `wm.rollouts.recording`. No TensorFlow here.
+evaluation engine (`wm.rollouts.engine`), whose workers then draw the GIFs (`wm.rollouts.recording`). No TensorFlow
+here.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -127,9 +130,11 @@ def play(
     progress: Any = None,
     log: Any = None,
     pool: Any = None,
+    gifs: Sequence[tuple[int, Path]] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Returns and lengths (in seed order) of `kind` (wm.rollouts.engine.KINDS) with `params` on `seeds`, through the engine
-    (`pool`: a job's open pool, `engine.job_pool`).
+    (`pool`: a job's open pool, `engine.job_pool`); then the episodes of `gifs` (seed, path) recorded as GIFs by the
+    workers that played (`wm.rollouts.recording.write_episode_gif`).
 
     Real episodes always use the official renderer (`scoring_config`)."""
     from wm.envs import action_dim
@@ -139,4 +144,4 @@ def play(
     cfg = scoring_config(cfg)
     spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
     n = Controller.from_config(cfg, action_dim(cfg)).n_params
-    return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log, pool=pool)
+    return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log, pool=pool, gifs=gifs)

@@ -6,7 +6,7 @@
     python -m wm evaluate --run runs/doom --sweep          # Doom τ table: dream and real score per τ (wm/tools/sweep.py)
 
 The protocol (seeds, summary, files) is `wm.rollouts.evaluation`, the episodes are played by the evaluation engine
-(`wm.rollouts.engine`), the GIFs drawn by `wm.rollouts.recording`; this module is the stage. Results go to
+(`wm.rollouts.engine`), the GIFs drawn by its workers (`wm.rollouts.recording`); this module is the stage. Results go to
 `eval/<tag>/{episodes.jsonl,summary.json,episode_000.gif}`; the default real evaluation also writes
 `eval/summary.json` (read by `wm status`) and `eval/DONE`. Every other mode is a side run (`side_run`) that neither
 needs nor touches DONE.
@@ -145,9 +145,10 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     from wm.core import tf_setup
 
     # TF's devices, once, before anything starts it: every mode evaluates in this process with the engine's serial
-    # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU) or in worker processes, and draws its GIFs here, so
-    # this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started would raise). Decided, not
-    # imported: the random policy's real evaluation loads no model, and TF's start-up (≈ 4 s) is paid where one is.
+    # pool (`wm.rollouts.engine.evaluate_seeds`: TF's threads, no GPU), its GIFs drawn here too, or in worker processes
+    # or ranks, which then draw the GIFs; this process keeps the GPU hidden (a later `setup(gpu=False)` after TF started
+    # would raise). Decided, not imported: TF's start-up (≈ 3 s) is paid only where a model loads, so a process that
+    # only dispatches to workers, or plays the random policy without a V, never pays it.
     tf_setup.decide(threads=None, gpu=False)
     if opts.sweep:
         from wm.tools import sweep
@@ -173,8 +174,10 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
             progress.update(rets)  # and `<prefix>/done` in the metrics, so the pipeline and the TUI can show progress
             log.scalars(progress.done, {f"{prefix}/done": progress.done}, console=False)
 
+        n_gifs = min(cfg.evaluate.gif_episodes if opts.gifs is None else opts.gifs, len(seeds))
+        gifs = [(seeds[i], run.eval_dir(tag) / f"episode_{i:03d}.gif") for i in range(n_gifs)]
         returns, lengths = play(
-            p.cfg_t, run, p.kind, p.params, seeds, p.temperature, workers=p.workers, progress=on_chunk, log=log
+            p.cfg_t, run, p.kind, p.params, seeds, p.temperature, workers=p.workers, progress=on_chunk, log=log, gifs=gifs
         )
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra)
@@ -189,21 +192,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
             console=False,
         )
         log.info("%s: %s", tag, format_summary(summary))
-        _write_gifs(cfg, run, p, opts.gifs, log)
         if p.default:
             atomic_write_json(run.eval_summary(), summary)
             info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}
             run.mark_done("evaluate", {**info, **{k: summary[k] for k in ("config_hash", "params_file", "seconds")}})
-
-
-def _write_gifs(cfg: Config, run: RunDir, p: _Plan, gifs: int | None, log: Any) -> None:
-    """GIFs of the first `gifs` episodes (`evaluate.gif_episodes` when None), each played again and recorded."""
-    from wm.envs.family import family
-    from wm.rollouts.recording import record_episode, save_episode_gif
-
-    fps = family(cfg).steps_per_s  # the recording plays in the game's time: Doom 35 steps a second, CarRacing 50
-    for i in range(min(cfg.evaluate.gif_episodes if gifs is None else gifs, len(p.seeds))):
-        path = run.eval_dir(p.tag) / f"episode_{i:03d}.gif"
-        frames = record_episode(p.cfg_t, run, p.kind, p.params, p.seeds[i])
-        save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride, fps=fps)
-        log.info("wrote %s (%d steps)", path, len(next(iter(frames.values()))))
