@@ -1,6 +1,8 @@
 """A pytest plugin that writes what each test cost the cores: its wall time and its CPU seconds, its own process's
 and those of every process it started and waited for (the stages, ranks and workers a test launches), one line a
-test in `WM_CPU_PROFILE` (default `test_cpu.tsv`, git-ignored). Under xdist every worker appends to the same file.
+test in `WM_CPU_PROFILE` (default `test_cpu.tsv`, git-ignored): test id, own CPU, children's CPU, wall seconds, the
+xdist worker and the time it ended (what says how evenly the workers were loaded and when each ran dry). Under xdist
+every worker appends to the same file.
 
     PYTHONPATH=. .venv/bin/python -m pytest -q -n auto --dist worksteal -p tests.cpu_profile
     sort -t$'\\t' -k3 -rn test_cpu.tsv | head       # the costliest tests by their children's CPU
@@ -29,4 +31,5 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     me1, kids1 = _cpu()
     with open(os.environ.get("WM_CPU_PROFILE", "test_cpu.tsv"), "a") as f:
-        f.write(f"{item.nodeid}\t{me1 - me0:.2f}\t{kids1 - kids0:.2f}\t{time.time() - t0:.2f}\n")
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "-")
+        f.write(f"{item.nodeid}\t{me1 - me0:.2f}\t{kids1 - kids0:.2f}\t{time.time() - t0:.2f}\t{worker}\t{time.time():.1f}\n")
