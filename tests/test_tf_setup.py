@@ -181,9 +181,9 @@ print("tensorflow" in sys.modules, "keras" in sys.modules)
 
 
 def test_a_real_evaluation_over_worker_processes_draws_its_gif_in_a_worker(tmp_path, repo_root):
-    """With worker processes (or ranks) the workers that played the episodes record the GIF too, so the evaluating
-    process, which only dispatches, never imports TF (≈ 3 s of CPU); the GIF shows the episode the evaluation
-    scored, frame for frame."""
+    """With worker processes (or ranks) the workers that played the episodes record the GIF too, in the same map (one
+    start of the worker processes), so the evaluating process, which only dispatches, never imports TF (≈ 3 s of
+    CPU); the GIF shows the episode the evaluation scored, frame for frame."""
     from PIL import Image
 
     from tests.test_evaluate import _tiny_run
@@ -191,14 +191,17 @@ def test_a_real_evaluation_over_worker_processes_draws_its_gif_in_a_worker(tmp_p
     _, run = _tiny_run(tmp_path)
     code = f"""
 import sys
+import wm.core.procpool as pp
 from wm.cli import main
+starts, spawn = [], pp.spawn_map
+pp.spawn_map = lambda *a, **k: starts.append(a[2]) or spawn(*a, **k)  # each start of the worker processes
 rc = main(["evaluate", "--run", {str(run.path)!r}, "--episodes", "3", "--gifs", "1", "--set", "evaluate.workers=2"])
 assert rc == 0, rc
-print("tensorflow" in sys.modules, "keras" in sys.modules)
+print("tensorflow" in sys.modules, "keras" in sys.modules, starts)
 """
     res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[-1] == "False False", res.stdout
+    assert res.stdout.splitlines()[-1] == "False False [2]", res.stdout
     first = json.loads((run.path / "eval/real/episodes.jsonl").read_text().splitlines()[0])
     assert f"episode_000.gif ({first['length']} steps)" in res.stdout, res.stdout
     with Image.open(run.path / "eval/real/episode_000.gif") as im:

@@ -249,18 +249,29 @@ def evaluate_task(ctx: WorkerContext, task: Task) -> Task:
     return members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64)
 
 
-def record_task(ctx: WorkerContext, task: tuple[np.ndarray | None, int, str]) -> tuple[str, int]:
-    """Record one episode `(params, seed, path)` of the context's spec as a GIF at `path` → `(path, steps)`.
+@dataclass(frozen=True)
+class GifTask:
+    """One episode of the evaluation to record as a GIF at `path` (`play_or_record`)."""
 
-    The evaluate stage's GIFs, drawn where the episodes were played: a worker rank or process already runs TF with
-    the spec's world, so rank 0 (or the parent of the worker processes) never loads them (≈ 3–4 s of CPU each). The
-    worker writes the file (atomically); a long episode's frames are too large to send back."""
+    params: np.ndarray | None
+    seed: int
+    path: str
+
+
+def play_or_record(ctx: WorkerContext, task: Task | GifTask) -> Task | tuple[str, int]:
+    """An evaluation's task on a worker: a chunk of episodes (`evaluate_task`), or a `GifTask` → `(path, steps)`.
+
+    The evaluate stage's GIFs are recorded where the episodes were played, in the same map (a process pool's workers
+    live for one map): a worker rank or process already runs TF with the spec's world, so rank 0 (or the parent of
+    the worker processes) never loads them (≈ 3–4 s of CPU each). The worker writes the file (atomically): a long
+    episode's frames are too large to send back."""
+    if not isinstance(task, GifTask):
+        return evaluate_task(ctx, task)
     from wm.core.rundir import RunDir
     from wm.rollouts.recording import write_episode_gif
 
-    params, seed, path = task
-    cfg = ctx.spec.config()
-    return path, write_episode_gif(cfg, RunDir(ctx.spec.run), ctx.spec.kind, params, int(seed), Path(path))
+    cfg, run = ctx.spec.config(), RunDir(ctx.spec.run)
+    return task.path, write_episode_gif(cfg, run, ctx.spec.kind, task.params, int(task.seed), Path(task.path))
 
 
 # ---------------------------------------------------------------- the master side
@@ -311,8 +322,8 @@ def run_seeds(
     gifs: Sequence[tuple[int, Path]] = (),
     log: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`; then the
-    episodes of `gifs` (seed, path) recorded as GIFs by the pool's workers (`record_task`), each logged.
+    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`; the episodes
+    of `gifs` (seed, path) are recorded as GIFs by the pool's workers in the same map (`play_or_record`), each logged.
 
     `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
     an evaluation never summarises missing episodes.
@@ -321,19 +332,24 @@ def run_seeds(
 
     p = np.zeros(n_params) if params is None else np.asarray(params, np.float64)
     tasks = seed_tasks(p, seeds, getattr(pool, "size", 1))
-    on_result = None if progress is None else (lambda i, res: isinstance(res, TaskFailed) or progress(list(res[1][0])))
-    results = pool.map(evaluate_task, tasks, on_result=on_result)
-    failed = [r for r in results if isinstance(r, TaskFailed)]
+    n = len(tasks)
+    jobs = [*tasks, *(GifTask(params, int(s), str(path)) for s, path in gifs)]  # the GIFs last, in the same map
+
+    def on_result(i: int, res: Any) -> None:
+        if progress is not None and i < n and not isinstance(res, TaskFailed):
+            progress(list(res[1][0]))
+
+    results = pool.map(play_or_record, jobs, on_result=on_result)
+    played, recorded = results[:n], results[n:]
+    failed = [r for r in played if isinstance(r, TaskFailed)]
     if failed:
-        raise WMError(f"evaluation: {len(failed)} of {len(tasks)} tasks failed (first: {failed[0].error})")
-    out = (np.concatenate([r[1][0] for r in results]).astype(float), np.concatenate([r[2][0] for r in results]).astype(int))
-    recorded = pool.map(record_task, [(params, int(s), str(path)) for s, path in gifs]) if gifs else []
+        raise WMError(f"evaluation: {len(failed)} of {n} tasks failed (first: {failed[0].error})")
     for res in recorded:
         if isinstance(res, TaskFailed):
             raise WMError(f"evaluation: recording a GIF failed ({res.error})")
         if log is not None:
             log.info("wrote %s (%d steps)", *res)
-    return out
+    return (np.concatenate([r[1][0] for r in played]).astype(float), np.concatenate([r[2][0] for r in played]).astype(int))
 
 
 def evaluate_seeds(
