@@ -230,20 +230,48 @@ print("ok")
 def test_dream_evaluation_then_gif_in_one_process(tmp_path, repo_root):
     """The sequence that crashed on a GPU box: `evaluate --dream` (the engine's in-process pool
     sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI. The dream
-    samples M's mixture with plain TF ops, so its process never imports TFP (≈ 1.2 s of CPU a process)."""
+    samples M's mixture with plain TF ops, so its process never imports TFP (≈ 1.2 s of CPU a process). A real
+    evaluation follows, and none of their graphs was traced through AutoGraph (≈ 0.8 s of CPU per evaluator built)."""
     from tests.test_evaluate import _tiny_run
 
     _, run = _tiny_run(tmp_path)
     code = f"""
 import sys
 from wm.cli import main
+from wm.core import tf_setup
+tf_setup.setup(gpu=False)
+from tensorflow.python.autograph.impl import api
+converted, convert = [], api.converted_call
+api.converted_call = lambda f, *a, **k: converted.append(getattr(f, "__name__", "?")) or convert(f, *a, **k)
 rc = main(["evaluate", "--run", {str(run.path)!r}, "--dream", "--episodes", "2", "--gifs", "1"])
 assert rc == 0, rc
 print("tensorflow" in sys.modules, "tensorflow_probability" in sys.modules)
+rc = main(["evaluate", "--run", {str(run.path)!r}, "--episodes", "2", "--gifs", "1", "--set", "evaluate.workers=1"])
+assert rc == 0, rc
+print(converted)
 """
     res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
-    assert res.stdout.splitlines()[-1] == "True False", res.stdout
+    assert res.stdout.splitlines()[-2:] == ["True False", "[]"], res.stdout
     assert (RunDir(run.path).eval_dir("dream") / "episode_000.gif").exists()
     assert json.loads((run.path / "eval/dream/summary.json").read_text())["episodes"] == 2
+
+
+def test_every_graph_wm_traces_skips_autograph(repo_root):
+    """Every `tf.function` under wm/ is built with `autograph=False`: the graphs write their loops as
+    `tf.while_loop` and `tf.cond`, and AutoGraph's conversion of the Keras calls they trace costs each evaluating or
+    training process about a second of CPU (the test above counts the conversions of a real run)."""
+    import ast
+
+    sites, bare = [], []
+    for path in sorted((repo_root / "wm").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            named = lambda f: isinstance(f, ast.Attribute) and f.attr == "function" and getattr(f.value, "id", "") == "tf"  # noqa: E731
+            if isinstance(node, ast.Call) and named(node.func):
+                off = any(k.arg == "autograph" and getattr(k.value, "value", None) is False for k in node.keywords)
+                sites.append((f"{path.relative_to(repo_root)}:{node.lineno}", off))
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bare += [f"{path.relative_to(repo_root)}:{d.lineno}" for d in node.decorator_list if named(d)]
+    assert len(sites) >= 16, sites
+    assert bare == [] and [where for where, off in sites if not off] == []

@@ -36,7 +36,7 @@ def make_train_step(
         u_h = tf.random.stateless_uniform((b, model.hidden), seed=s + tf.constant([0, 1 << 40], tf.int64))
         return model.dropout_masks(u_z, u_h)
 
-    @tf.function(reduce_retracing=True)
+    @tf.function(reduce_retracing=True, autograph=False)
     def train_step(batch, state):
         with tf.GradientTape() as tape:
             m = masks(tf.shape(batch["z"])[0])

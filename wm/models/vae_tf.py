@@ -104,12 +104,12 @@ def make_train_step(
 
     # The noise is drawn outside the XLA cluster: stateless ops with a runtime seed give other numbers under XLA,
     # and a run's noise must not depend on `vae.jit_compile` (or change when it resumes on another machine).
-    core = tf.function(update, jit_compile=True) if jit_compile else update
+    core = tf.function(update, jit_compile=True, autograph=False) if jit_compile else update
 
     def replica_step(x, step):
         return core(x, sample_eps(seed, step, model.z_dim, tf.shape(x)[0]))
 
-    @tf.function
+    @tf.function(autograph=False)
     def train_step(x, step):
         if replicas == 1:
             return replica_step(x, step)
@@ -123,9 +123,9 @@ def make_eval_step(
     model: ConvVAE, kl_tolerance: float, seed: int, jit_compile: bool = False
 ) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
     """A compiled `eval_step(x_uint8, i) -> (loss, recon, kl)` with fixed noise per batch index (comparable per epoch)."""
-    terms = tf.function(lambda x, eps: model.loss_terms(x, eps, kl_tolerance), jit_compile=True) if jit_compile else None
+    terms = tf.function(lambda x, eps: model.loss_terms(x, eps, kl_tolerance), jit_compile=True, autograph=False) if jit_compile else None
 
-    @tf.function
+    @tf.function(autograph=False)
     def eval_step(x, i):
         eps = sample_eps(seed + 1, i, model.z_dim, tf.shape(x)[0])  # outside XLA, as in the train step
         return terms(x, eps) if terms is not None else model.loss_terms(x, eps, kl_tolerance)
@@ -135,4 +135,4 @@ def make_eval_step(
 
 def make_encoder(model: ConvVAE) -> Callable[[tf.Tensor], tuple[tf.Tensor, tf.Tensor]]:
     """A compiled `encode(x_uint8 (N, 64, 64, 3)) -> (mu, logvar)` for any N (one trace)."""
-    return tf.function(model.encode, input_signature=[tf.TensorSpec((None,) + FRAME, tf.uint8)])
+    return tf.function(model.encode, input_signature=[tf.TensorSpec((None,) + FRAME, tf.uint8)], autograph=False)

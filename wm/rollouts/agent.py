@@ -84,7 +84,8 @@ class AgentModels:
                 tf.TensorSpec((1,), tf.float32),
                 tf.TensorSpec((1, A), tf.float32),
                 tf.TensorSpec((), tf.bool),
-            ]
+            ],
+            autograph=False,
         )
         def step(obs, eps, c, h, fresh, override, use_override):
             a, z, c, h = agent_step(vae, m, ctrl, obs, eps, c, h, params_t, fresh, override, use_override)

@@ -204,7 +204,7 @@ class DreamEvaluator:
         done_horizon)."""
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
-        self._run = tf.function(self._graph, reduce_retracing=True)
+        self._run = tf.function(self._graph, reduce_retracing=True, autograph=False)
 
     def _graph(self, params: tf.Tensor, seeds: tf.Tensor, pidx: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         core, n = self.core, tf.shape(seeds)[0]
@@ -295,9 +295,9 @@ class DreamEnv:
         """`options`: the dream's settings, as `DreamEvaluator`'s (`_Core`'s keywords)."""
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
-        self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
-        self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m))
-        self._step_a = tf.function(lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m))
+        self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)), autograph=False)
+        self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m), autograph=False)
+        self._step_a = tf.function(lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m), autograph=False)
         self.t, self.seed, self.state, self.masks = 0, 0, None, None
 
     def _obs(self) -> np.ndarray:

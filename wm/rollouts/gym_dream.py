@@ -129,7 +129,7 @@ class DreamGymEnv(gymnasium.Env):
         self.temperature, self.max_steps = tau, cap
         self.observation_space, self.action_space = _obs_space(world, self.parts), _act_space(world)
         self.episode_seed: int | None = None
-        self._decode = None if world.vae is None else tf.function(lambda z: world.vae.decode(z))
+        self._decode = None if world.vae is None else tf.function(lambda z: world.vae.decode(z), autograph=False)
 
     @classmethod
     def from_run(
@@ -209,8 +209,8 @@ class DreamVectorEnv(VectorEnv):
         self.single_observation_space, self.single_action_space = _obs_space(world, self.parts), _act_space(world)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self._start = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)))
-        self._kernel = tf.function(self._graph)
+        self._start = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)), autograph=False)
+        self._kernel = tf.function(self._graph, autograph=False)
         self._rngs: list[np.random.Generator | None] = [None] * self.num_envs
         self._state = None  # (seeds, t, z, c, h, mz, mh) tensors of the batch
         self._ended = np.zeros(self.num_envs, bool)  # NEXT_STEP: reset on the next step

@@ -178,7 +178,9 @@ class RealEvaluator:
             tf.TensorSpec((E,), tf.float32),
         ]
         # the concrete function: called directly, it skips tf.function's argument binding (≈ 0.3 ms a call)
-        self._step = tf.function(self._graph, input_signature=spec).get_concrete_function()
+        # autograph=False, as for every graph wm traces: its loops are written as tf.while_loop and tf.cond, and
+        # AutoGraph's conversion of each Keras call traced costs ≈ 0.8 s of CPU per process that builds this
+        self._step = tf.function(self._graph, input_signature=spec, autograph=False).get_concrete_function()
         # recorded episodes of the last evaluate (record > 0): frames (reset + every step; raw screens with
         # keep_raw), and per step V's 64×64 input and the sampled z the agent acted on
         self.frames: list[list[np.ndarray]] = []

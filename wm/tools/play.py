@@ -108,8 +108,8 @@ class PlaySession:
         need = ("vae", "mdnrnn") + (("params",) if agent else ()) + (() if real else ("initial_z",))
         self.world = load_world(cfg, run, need=need, params="best")
         vae = self.world.vae
-        self._decode = tf.function(lambda z: vae.decode(z))
-        self._encode = tf.function(lambda x: vae.encode(x)[0])
+        self._decode = tf.function(lambda z: vae.decode(z), autograph=False)
+        self._encode = tf.function(lambda x: vae.encode(x)[0], autograph=False)
         self.temperature = None if real else float(cfg.dream.temperature if temperature is None else temperature)
         self.env = self.policy = self.dream = None
         if real:
