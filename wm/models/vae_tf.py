@@ -123,7 +123,11 @@ def make_eval_step(
     model: ConvVAE, kl_tolerance: float, seed: int, jit_compile: bool = False
 ) -> Callable[..., tuple[tf.Tensor, tf.Tensor, tf.Tensor]]:
     """A compiled `eval_step(x_uint8, i) -> (loss, recon, kl)` with fixed noise per batch index (comparable per epoch)."""
-    terms = tf.function(lambda x, eps: model.loss_terms(x, eps, kl_tolerance), jit_compile=True, autograph=False) if jit_compile else None
+    terms = (
+        tf.function(lambda x, eps: model.loss_terms(x, eps, kl_tolerance), jit_compile=True, autograph=False)
+        if jit_compile
+        else None
+    )
 
     @tf.function(autograph=False)
     def eval_step(x, i):

@@ -296,8 +296,12 @@ class DreamEnv:
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.params = controller, None if params is None else np.asarray(params, np.float32)
         self._reset = tf.function(lambda s: (self.core.reset(s), self.core.masks(s)), autograph=False)
-        self._step_c = tf.function(lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m), autograph=False)
-        self._step_a = tf.function(lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m), autograph=False)
+        self._step_c = tf.function(
+            lambda p, s, t, z, c, h, m: self.core.step(p[None], s, t, z, c, h, masks=m), autograph=False
+        )
+        self._step_a = tf.function(
+            lambda s, t, z, c, h, a, m: self.core.step(None, s, t, z, c, h, action=a, masks=m), autograph=False
+        )
         self.t, self.seed, self.state, self.masks = 0, 0, None, None
 
     def _obs(self) -> np.ndarray:
