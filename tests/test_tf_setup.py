@@ -253,7 +253,8 @@ print(converted)
     res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
     assert "error" not in res.stderr.lower(), res.stderr
-    assert res.stdout.splitlines()[-2:] == ["True False", "[]"], res.stdout
+    lines = res.stdout.splitlines()
+    assert "True False" in lines and lines[-1] == "[]", res.stdout  # no TFP in the dream; no AutoGraph at all
     assert (RunDir(run.path).eval_dir("dream") / "episode_000.gif").exists()
     assert json.loads((run.path / "eval/dream/summary.json").read_text())["episodes"] == 2
 
