@@ -117,7 +117,8 @@ def test_scores_use_the_official_renderer(monkeypatch):
     from wm.core.config import load
     from wm.core.rundir import RunDir
     from wm.rollouts import engine
-    from wm.rollouts.evaluation import play, scoring_config
+    from wm.rollouts.episodes import scoring_config
+    from wm.rollouts.evaluation import play
 
     cfg = load(["carracing", "tiny"], ["env.renderer=fast"])
     assert scoring_config(cfg).env.renderer == "official" and cfg.env.renderer == "fast"

@@ -23,6 +23,7 @@ from wm.core.errors import WMError
 from wm.core.format import duration
 from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
 from wm.core.seeds import evaluation_seeds
+from wm.rollouts.episodes import scoring_config
 
 # The summary's "mode" of each evaluation kind (wm.rollouts.engine.KINDS), as written since the first results.
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
@@ -107,16 +108,6 @@ class Progress:
         )
         end = "\n" if not self.tty or self.done >= self.total else ""
         print(("\r" if self.tty else "") + line, end=end, flush=True)
-
-
-def scoring_config(cfg: Config) -> Config:
-    """`cfg` as scores are measured: CarRacing with gymnasium's own renderer, whatever `env.renderer` trained with
-    (the fast renderer is a training-time option; its frames differ slightly from the official ones)."""
-    from wm.core import config as C
-
-    if cfg.env.renderer == "official":
-        return cfg
-    return C.update(cfg, {"env": {"renderer": "official"}}, source="scores use the official renderer")
 
 
 def play(

@@ -87,8 +87,7 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
     """
     from wm.core import tf_setup
     from wm.core.media import to_uint8
-    from wm.rollouts.engine import dream_episode, random_episode
-    from wm.rollouts.evaluation import scoring_config
+    from wm.rollouts.episodes import dream_episode, random_episode, scoring_config
     from wm.rollouts.world import load_world
 
     cfg = scoring_config(cfg)  # the official renderer, as the scores

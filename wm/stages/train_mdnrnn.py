@@ -328,7 +328,7 @@ def _load_carry(path, state: dict, model, batch: int):
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
     from wm.rollouts.dream import DreamEnv, done_options
-    from wm.rollouts.engine import dream_episode
+    from wm.rollouts.episodes import dream_episode
     from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
 
