@@ -265,10 +265,12 @@ def test_every_graph_wm_traces_skips_autograph(repo_root):
     training process about a second of CPU (the test above counts the conversions of a real run)."""
     import ast
 
+    def named(f: ast.expr) -> bool:  # `tf.function`
+        return isinstance(f, ast.Attribute) and f.attr == "function" and getattr(f.value, "id", "") == "tf"
+
     sites, bare = [], []
     for path in sorted((repo_root / "wm").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            named = lambda f: isinstance(f, ast.Attribute) and f.attr == "function" and getattr(f.value, "id", "") == "tf"  # noqa: E731
             if isinstance(node, ast.Call) and named(node.func):
                 off = any(k.arg == "autograph" and getattr(k.value, "value", None) is False for k in node.keywords)
                 sites.append((f"{path.relative_to(repo_root)}:{node.lineno}", off))

@@ -8,17 +8,15 @@ from typing import Any
 
 import numpy as np
 
-from wm.core.config import Config
+from wm.core.config import Config, update
 
 
 def scoring_config(cfg: Config) -> Config:
     """`cfg` as scores are measured: CarRacing with gymnasium's own renderer, whatever `env.renderer` trained with
     (the fast renderer is a training-time option; its frames differ slightly from the official ones)."""
-    from wm.core import config as C
-
     if cfg.env.renderer == "official":
         return cfg
-    return C.update(cfg, {"env": {"renderer": "official"}}, source="scores use the official renderer")
+    return update(cfg, {"env": {"renderer": "official"}}, source="scores use the official renderer")
 
 
 def random_episode(env: Any, seed: int, max_steps: int, record: bool = False) -> tuple[float, int, dict[str, list]]:
