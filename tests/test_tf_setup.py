@@ -143,15 +143,20 @@ print(jax.numpy.zeros(2).shape)
 def test_tensorflow_and_cma_processes_skip_their_optional_imports_which_still_load_later(repo_root):
     """A C-training rank's imports (TF, Keras, the dream) and a CMA-ES master's (pycma) load no matplotlib, no
     scipy.stats and no JAX, which those libraries import only for helpers this suite never calls (≈ 0.3–1 s of CPU a
-    process, bench/startup.py); the packages stay importable afterwards, and CMA-ES still asks and tells."""
+    process, bench/startup.py); the packages stay importable afterwards, and CMA-ES still asks and tells. TF's,
+    Keras's and then TFP's objects are frozen out of the garbage collector's walks, which stays on."""
     code = """
-import sys
+import gc, sys
 from wm.core import tf_setup
 tf_setup.decide(gpu=False)
 import keras, wm.rollouts.dream
 from wm.es.cmaes import CMAES
 es = CMAES(6, popsize=4, seed=3)
 print(sorted(m for m in ("jax", "matplotlib", "scipy.sparse", "scipy.stats") if m in sys.modules), keras.backend.backend())
+frozen = gc.get_freeze_count()
+from wm.models.mixture_tf import _distributions
+_distributions()
+print(frozen > 300_000, gc.get_freeze_count() > frozen + 50_000, gc.isenabled())
 for _ in range(3):
     xs = es.ask()
     es.tell(-(xs ** 2).sum(axis=1))
@@ -160,7 +165,28 @@ print(round(float(scipy.stats.kendalltau([1, 2, 3, 4], [1, 3, 2, 4])[0]), 3), es
 """
     res = _py(code, repo_root)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.splitlines()[-2:] == ["[] tensorflow", "0.667 (4, 6)"], res.stdout
+    assert res.stdout.splitlines()[-3:] == ["[] tensorflow", "True True True", "0.667 (4, 6)"], res.stdout
+
+
+def test_long_lived_turns_the_collector_off_for_its_block_then_freezes_what_is_held(repo_root):
+    code = """
+import gc
+from wm.core.imports import long_lived
+seen = []
+gc.disable()
+with long_lived():
+    seen.append(gc.isenabled())
+print(seen, gc.isenabled(), gc.get_freeze_count() > 0)
+gc.unfreeze()
+gc.enable()
+with long_lived():
+    kept = [[] for _ in range(5000)]
+    seen.append(gc.isenabled())
+print(seen, gc.isenabled(), gc.get_freeze_count() >= 5000)
+"""
+    res = _py(code, repo_root)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["[False] False True", "[False, False] True True"], res.stdout
 
 
 def test_the_random_baseline_never_starts_tensorflow(tmp_path, repo_root):

@@ -62,6 +62,12 @@ def make_run(tmp_path: Path) -> RunDir:
     return run
 
 
+# A fake stage that runs until it is stopped: a line (and a metrics record) every 0.25 s. Each line redraws the log
+# and the plots, so at 20 lines a second the app under the pilot took most of a core (these four tests: 28.5 s of CPU
+# in 40 s, 15–19 s in 21–26 s at this pace).
+RUNS_ON = {"lines": "100000", "delay": "0.25"}
+
+
 def app_for(run: RunDir, **kw) -> WMApp:
     env = dict(os.environ, FAKE_LINES=kw.pop("lines", "5"), FAKE_DELAY=kw.pop("delay", "0.05"), **kw.pop("env", {}))
     return WMApp(run.path, python=FAKE, poll_interval=0.1, env=env, **kw)
@@ -219,7 +225,7 @@ def test_stop_kills_process_group(tmp_path):
     child_file = tmp_path / "child.pid"
 
     async def main():
-        app = app_for(run, lines="100000", delay="0.05", env={"FAKE_CHILD": str(child_file)})
+        app = app_for(run, **RUNS_ON, env={"FAKE_CHILD": str(child_file)})
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("down", "down", "l")  # encode
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
@@ -371,7 +377,7 @@ def test_quit_asks_and_can_leave_stage_running(tmp_path):
     run = make_run(tmp_path)
 
     async def main():
-        app = app_for(run, lines="100000")
+        app = app_for(run, **RUNS_ON)
         async with app.run_test(size=SIZE) as pilot:
             await pilot.press("down", "down", "l")  # encode
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
@@ -552,7 +558,7 @@ def test_screen_actions_reach_the_app_as_messages(tmp_path):
             seen.append(message)
 
     async def main():
-        app = app_for(run, lines="100000")
+        app = app_for(run, **RUNS_ON)
         async with app.run_test(size=SIZE, message_hook=hook) as pilot:
             await pilot.press("escape")  # back to the picker, then open the run from it
             await wait_until(pilot, lambda: isinstance(app.screen, PickerScreen))
@@ -703,7 +709,7 @@ def test_pipeline_launch_form_runs_streams_and_stops(tmp_path):
     fake_mpirun = str(FIXTURES / "fake_mpirun.py")
 
     async def main():
-        app = app_for(run, launcher=Launcher("mpirun", fake_mpirun), lines="100000")
+        app = app_for(run, launcher=Launcher("mpirun", fake_mpirun), **RUNS_ON)
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
             await pilot.press("S")  # nothing launched: nothing to stop, no question

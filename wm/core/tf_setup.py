@@ -30,7 +30,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from wm.core.imports import hidden
+from wm.core.imports import hidden, long_lived
 
 AUTO = "auto"  # an argument left to the process's decision (or, before any, to its role)
 
@@ -69,7 +69,7 @@ def quiet_import():
         return sys.modules["tensorflow"]
     keras_on_tensorflow()
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with _stderr_muted(), hidden(*_SKIPPED):
+    with _stderr_muted(), hidden(*_SKIPPED), long_lived():
         import tensorflow as tf
 
         tf.config.list_physical_devices("GPU")  # the CUDA probe prints here
@@ -88,7 +88,7 @@ class _QuietLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self._inner  # the module keeps TF's loader
-        with _stderr_muted(), hidden(*_SKIPPED):
+        with _stderr_muted(), hidden(*_SKIPPED), long_lived():
             self._inner.exec_module(module)
             module.config.list_physical_devices("GPU")
             if _Process.decided is not None:
@@ -106,7 +106,7 @@ class _SkippingLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         module.__loader__ = module.__spec__.loader = self._inner
-        with hidden(*_SKIPPED):
+        with hidden(*_SKIPPED), long_lived():
             self._inner.exec_module(module)
 
 
