@@ -15,7 +15,10 @@ child) taken as the median of `--repeat` runs:
   (tests/test_tf_setup.py asserts it);
 - `m_training`: M's loss, TFP's mixture: what `dream` does not pay (`tfp_s`);
 - `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed;
-- `cmaes`: pycma's CMA-ES, built: the CMA-ES master of train-controller, which loads no TF.
+- `cmaes`: pycma's CMA-ES, built: the CMA-ES master of train-controller, which loads no TF;
+- `v_step`: `tf_keras`, then V built and its training step traced and run 3 times (batch 8): start-up through the
+  first steps, where a stage's graphs are traced; `v_step_collected` is the same with the garbage collector left to
+  walk TF's objects (`wm.core.imports.long_lived` replaced by a no-op), so `long_lived_saves_s` is the difference.
 
 `ml_dtypes_version` is printed beside them: that package, imported by TF, Keras and JAX, sets a good part of the
 figure (requirements.txt holds it at 0.6; docs/results/timings.md, "The test suite").
@@ -44,6 +47,26 @@ PROBES = {
     "jax": "import keras, jax.numpy",
     "cmaes": "from wm.es.cmaes import CMAES; CMAES(8, popsize=4)",
 }
+V_STEP = """
+import numpy as np
+from wm.models.vae import ConvVAE, make_optimizer
+import tensorflow as tf
+v, opt = ConvVAE(32), make_optimizer()
+x = np.random.default_rng(0).integers(0, 256, (8, 64, 64, 3), dtype=np.uint8)
+@tf.function(autograph=False)
+def step(x):
+    with tf.GradientTape() as t:
+        loss = v.loss_terms(x, tf.random.normal((8, 32)), 0.5)[0]
+    opt.apply_gradients(zip(t.gradient(loss, v.trainable_variables), v.trainable_variables))
+    return loss
+for _ in range(3):
+    step(x)
+"""
+PROBES["v_step"] = TF + "import keras, wm.models.vae\n" + V_STEP
+# the same, with TF's objects left to the collector's walks: long_lived replaced before tf_setup imports it
+PROBES["v_step_collected"] = (
+    "import contextlib, wm.core.imports as i; i.long_lived = contextlib.nullcontext\n" + PROBES["v_step"]
+)
 
 
 def cpu_seconds(code: str, env: dict[str, str]) -> float:
@@ -70,6 +93,7 @@ def main() -> None:
         out[f"{name}_cpu_s"] = round(statistics.median(cpu_seconds(code, env) for _ in range(args.repeat)), 3)
     out["tfp_s"] = round(out["m_training_cpu_s"] - out["dream_cpu_s"], 3)
     out["tf_keras_over_python"] = round(out["tf_keras_cpu_s"] / out["python_cpu_s"], 2)
+    out["long_lived_saves_s"] = round(out["v_step_collected_cpu_s"] - out["v_step_cpu_s"], 3)
     print(json.dumps(out))
 
 
