@@ -48,6 +48,10 @@ def _pipeline(run: Path, **kw) -> subprocess.Popen:
         "iterate.clock=work",  # no budget here: the work clock only counts, from the real stages' files
         "iterate.work.stage=1",
         "iterate.work.dream_step=0.001",
+        # the stages and round control's checks evaluate over the MPI ranks; the τ sweep below, launched without them,
+        # plays each row's real episodes where it played the dream ones (two local workers per row would each start
+        # TF and load the world for 2 episodes; evaluations over local workers: test_tf_setup, the kill campaign)
+        "evaluate.workers=1",
     ]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
 
