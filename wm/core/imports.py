@@ -41,7 +41,8 @@ def long_lived() -> Iterator[None]:
     `import tensorflow, keras` leaves ≈ 620 k objects that the collector tracks. Left to it, they are walked by
     every collection of the old generations while the import runs and again whenever enough new objects survive
     later (a full walk takes ≈ 0.35 s on a 2-core EPYC), as tracing a graph makes them; frozen, they are not:
-    a TF process does the same work ≈ 0.37 s of CPU sooner (bench/startup.py). Freezing skips the one collection
+    V built and its step traced and run takes ≈ 1 s of CPU less (bench/startup.py, `long_lived_saves_s`), a tiny
+    Doom `wm evaluate` ≈ 1.5 s (docs/results/timings.md, "The test suite"). Freezing skips the one collection
     that would free the few cycles the import leaves behind (≈ 3,400 objects measured after TF, Keras and TFP):
     they stay allocated for the process's life. Objects frozen are still freed when their last reference goes."""
     was = gc.isenabled()
