@@ -16,9 +16,10 @@ child) taken as the median of `--repeat` runs:
 - `m_training`: M's loss, TFP's mixture: what `dream` does not pay (`tfp_s`);
 - `jax`: Keras on JAX with jax.numpy (V and M's training with `run.backend: jax`), where the extra is installed;
 - `cmaes`: pycma's CMA-ES, built: the CMA-ES master of train-controller, which loads no TF;
-- `v_step`: `tf_keras`, then V built and its training step traced and run 3 times (batch 8): start-up through the
-  first steps, where a stage's graphs are traced; `v_step_collected` is the same with the garbage collector left to
-  walk TF's objects (`wm.core.imports.long_lived` replaced by a no-op), so `long_lived_saves_s` is the difference.
+- `v_step`: `tf_keras`, then V built and train-vae's step (`wm.models.vae_tf.make_train_step`) traced and run 3
+  times (batch 8): start-up through the first steps, where a stage's graphs are traced; `v_step_collected` is the
+  same with the garbage collector left to walk TF's objects (`wm.core.imports.long_lived` replaced by a no-op), so
+  `long_lived_saves_s` is the difference.
 
 `ml_dtypes_version` is printed beside them: that package, imported by TF, Keras and JAX, sets a good part of the
 figure (requirements.txt holds it at 0.6; docs/results/timings.md, "The test suite").
@@ -50,17 +51,12 @@ PROBES = {
 V_STEP = """
 import numpy as np
 from wm.models.vae import ConvVAE, make_optimizer
-import tensorflow as tf
-v, opt = ConvVAE(32), make_optimizer()
+from wm.models.vae_tf import make_train_step
+v = ConvVAE(32)
+step = make_train_step(v, make_optimizer(), 0.5, seed=0)
 x = np.random.default_rng(0).integers(0, 256, (8, 64, 64, 3), dtype=np.uint8)
-@tf.function(autograph=False)
-def step(x):
-    with tf.GradientTape() as t:
-        loss = v.loss_terms(x, tf.random.normal((8, 32)), 0.5)[0]
-    opt.apply_gradients(zip(t.gradient(loss, v.trainable_variables), v.trainable_variables))
-    return loss
-for _ in range(3):
-    step(x)
+for i in range(3):
+    step(x, i)
 """
 PROBES["v_step"] = TF + "import keras, wm.models.vae\n" + V_STEP
 # the same, with TF's objects left to the collector's walks: long_lived replaced before tf_setup imports it

@@ -16,8 +16,7 @@ checks and evaluations, play) samples with `sample_mixture` alone and starts ≈
 
 from __future__ import annotations
 
-import contextlib
-import sys
+import functools
 from typing import TYPE_CHECKING
 
 import tensorflow as tf
@@ -28,9 +27,10 @@ if TYPE_CHECKING:
     from tensorflow_probability import distributions as tfd
 
 
+@functools.cache
 def _distributions():
-    # TFP's first import (≈ 1.2 s) as TF's: its objects out of the garbage collector's walks (wm.core.imports)
-    with long_lived() if "tensorflow_probability" not in sys.modules else contextlib.nullcontext():
+    # TFP's import (≈ 1.2 s), once, as TF's: its objects out of the garbage collector's walks (wm.core.imports)
+    with long_lived():
         import tensorflow_probability as tfp
 
     return tfp.distributions
