@@ -246,7 +246,10 @@ def test_prepare_tau_run_links_upstream_stages(tmp_path):
         run.mark_done(verb, {})
     dst = prepare_tau_run(run, 1.15)
     assert dst.path.name == "run-tau1.15" and dst.load_config().dream.temperature == 1.15
-    assert dst.is_done("train-mdnrnn") and dst.stage_dir("train-vae").is_symlink()
+    assert dst.is_done("train-mdnrnn") and not dst.stage_dir("train-vae").is_symlink()
+    # the τ run's folders are its own, their files the source's bytes (hard links): no link leads out of the run
+    done = dst.stage_dir("train-vae") / "DONE"
+    assert done.stat().st_ino == (run.stage_dir("train-vae") / "DONE").stat().st_ino
     assert not dst.is_done("train-controller")
     src = controller_sources(cfg, run, [0.5, 1.15], [str(dst.path)])
     assert src[0.5] is run and src[1.15].path == dst.path

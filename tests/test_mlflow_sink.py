@@ -50,14 +50,15 @@ def test_one_mlflow_run_per_run_dir_with_params_metrics_and_media(tmp_path, monk
     assert (run.tb_dir / "vae").is_dir()  # TensorBoard too
 
 
-def test_off_by_default_and_a_broken_sink_only_warns(tmp_path, capsys):
+def test_off_by_default_and_a_broken_sink_only_warns(tmp_path, capsys, monkeypatch):
     run = _run(tmp_path / "a", "[tensorboard]")
     with make_logger(run, "train-vae", console=False) as log:
         log.scalars(1, {"vae/loss": 1.0})
     assert not (run.path / "mlruns").exists() and not (run.path / "mlflow_run.json").exists()
 
     bad = RunDir(tmp_path / "b" / "run")
-    bad.bind_config(C.load(["doom_takecover", "tiny"], ["metrics.sinks=[mlflow]", "metrics.mlflow_uri=nosuchscheme://x"]))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://x")  # a server only ever comes from the environment
+    bad.bind_config(C.load(["doom_takecover", "tiny"], ["metrics.sinks=[mlflow]"]))
     with make_logger(bad, "train-vae") as log:  # the stage goes on; one warning line names the sink
         log.scalars(1, {"vae/loss": 1.0})
     out = capsys.readouterr().out

@@ -7,7 +7,6 @@ Runs are found by shape, states and key figures come from `wm.tools.status`, met
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,8 @@ from typing import Any
 
 import yaml
 
+from wm.core.bounded import json_line, read_json
+from wm.core.errors import WMError
 from wm.core.format import figures, number
 from wm.core.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
 
@@ -63,9 +64,9 @@ def run_summary(path: Path) -> str:
     try:
         cfg = run.load_config()
         env = cfg.env.name if cfg is not None else "no config yet"
-    except (yaml.YAMLError, AttributeError, OSError):
-        env = "unreadable config.yaml"
-    states = [state for _, state, _ in stage_rows(run)]
+        states = [state for _, state, _ in stage_rows(run)]
+    except (WMError, AttributeError, OSError) as e:  # a malformed run dir is shown as such, never a crash
+        return f"unreadable: {str(e) or type(e).__name__}"
     running = states.count("running")
     return f"{env}, {states.count('done')}/{len(states)} done" + (f", {running} running" if running else "")
 
@@ -94,8 +95,8 @@ class MetricsTail:
         out = []
         for line in lines:
             try:
-                rec = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                rec = json_line(line)
+            except WMError:
                 continue
             if isinstance(rec, dict):
                 out.append(rec)
@@ -190,9 +191,9 @@ class RoundsTable:
 def _summary(path: Path) -> str:
     """`mean ± std (n)` of an evaluation's summary.json, "—" without one."""
     try:
-        s = json.loads(path.read_text())
+        s = read_json(path)
         return f"{number(s['mean'])} ± {number(s['std'])} ({s['episodes']})"
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, WMError, KeyError, TypeError, ValueError):
         return "—"
 
 

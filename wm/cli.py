@@ -153,8 +153,8 @@ def resolve_config(args: argparse.Namespace):
 
 
 def existing_run(run) -> None:
-    """Refuse a run directory that holds no run (no config.yaml) for a verb that does not start runs, naming the
-    nearest run beside it: a typo in `--run` must not create a folder."""
+    """Refuse a run directory that holds no run (no config.yaml) for a command without `--configs` (the only way a run
+    starts), naming the nearest run beside it: a typo in `--run` must not create a folder or start a run."""
     import difflib
 
     if run.config_path.exists():
@@ -162,7 +162,11 @@ def existing_run(run) -> None:
     parent = run.path.parent
     runs = [p.name for p in parent.iterdir() if (p / "config.yaml").exists()] if parent.is_dir() else []
     close = difflib.get_close_matches(run.path.name, runs, n=1)
-    hint = f"; did you mean {str(parent / close[0])!r}?" if close else " (a run starts with collect or pipeline)"
+    hint = (
+        f"; did you mean {str(parent / close[0])!r}?"
+        if close
+        else " (a run starts with --configs, e.g. pipeline --configs doom_takecover small --run …)"
+    )
     raise WMError(f"no run in {run.path}: it has no config.yaml{hint}")
 
 
@@ -230,12 +234,12 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
     --break-lock, --progress-every), `opts` (the stage's `Options`) for the stage and its hooks."""
     import logging
 
-    from wm.core.rundir import stage
+    from wm.core.rundir import STAGES, stage
 
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
     # error ---") to the console: the failure comes out as one `error:` line from the write that raises.
     logging.raiseExceptions = False
-    if stage(verb).reads and not args.configs:  # with --configs a command may start a run (a refusal takes it back)
+    if not args.configs:  # only --configs starts a run (a refusal takes it back): a typo in --run creates nothing
         existing_run(run)
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
     # A stage may declare that some invocations are side runs that neither check nor touch its DONE
@@ -243,6 +247,13 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
     h = hooks(mod)
     side_runs = h.side_run is not None
     if side_runs and h.side_run(opts):
+        busy = [s.verb for s in STAGES if run.lock_owner(s.verb) is not None]
+        changes = run.config_changes(cfg) if busy else []
+        if changes:  # a side run takes no LOCK: it must not rewrite the config a running stage has bound
+            raise WMError(
+                f"{verb} would change {run.config_path.name} ({changes[0]}) while {busy[0]} runs in {run.path}: "
+                "wait for it to finish, or run without --set"
+            )
         cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
         mod.run(cfg, run, opts)
@@ -299,6 +310,16 @@ def refuse_writes_into_the_package(args: argparse.Namespace) -> None:
             )
 
 
+def refuse_open_trees(args: argparse.Namespace) -> None:
+    """Every run directory a command is given must be a closed tree (`wm.core.bounded.closed_tree`): a link inside it
+    that leads out would carry the command's writes, appends, deletes and reads outside the run."""
+    from wm.core.bounded import closed_tree
+
+    for where in (getattr(args, "run", None), *(getattr(args, "runs", None) or ())):
+        if where is not None and Path(where).is_dir():
+            closed_tree(where)
+
+
 def tf_first(loads_tf: bool) -> None:
     """TensorFlow's devices before anything else: an MPI worker rank decides one thread and no GPU now, before TF
     is imported (it never probes CUDA, and nothing it loads later can see the GPU); rank 0 and serial processes
@@ -345,6 +366,7 @@ def _main(argv: Sequence[str] | None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         refuse_writes_into_the_package(args)
+        refuse_open_trees(args)
     except WMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,16 @@ RETIRED: dict[str, Any] = {
     "iterate.unlearned_minutes": 0,
     "iterate.redraws": 0,
     "iterate.redraw_of": "",
+}
+
+# Keys that left for a reason other than a measurement: a stored config at the old default is read as before, any
+# other value is refused with the reason.
+MOVED: dict[str, tuple[Any, str]] = {
+    "metrics.mlflow_uri": (
+        "",
+        "a tracking server comes from $MLFLOW_TRACKING_URI in your environment, never from a run's config "
+        "(docs/guide/run-directory.md)",
+    ),
 }
 
 
@@ -280,6 +291,18 @@ RULES: dict[str, tuple[str, ...] | str] = {
 }
 
 
+# Keys whose value must match a pattern, with what a value that does not means.
+PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
+    # gymnasium.make("module:Id") imports `module` (from the working directory too): a config, which a run directory
+    # carries, may only name an env, never code (docs/guide/run-directory.md)
+    "env.name": (
+        re.compile(r"[^:]+(:[^:]+)?"),
+        "names code to import (the <family>:<module>:<id> form), which is refused: register your env in your own "
+        "module, name that module in $WM_GYM_MODULES, and use the <family>:<id> form",
+    ),
+}
+
+
 def _fits(value: Any, rule: tuple[str, ...] | str) -> bool:
     if isinstance(rule, tuple):
         return value in rule
@@ -293,6 +316,9 @@ def _fits(value: Any, rule: tuple[str, ...] | str) -> bool:
 def check(cfg: Config) -> Config:
     """Refuse a config with a value outside its key's `RULES`, in one line naming the key, the rule and the value."""
     flat = flatten(cfg.to_dict())
+    for key, hint in PATTERNS.items():
+        if not hint[0].fullmatch(str(flat[key])):
+            raise WMError(f"config key {key!r}: {flat[key]!r} {hint[1]}")
     for key, rule in RULES.items():
         values = flat[key] if isinstance(flat[key], list) else [flat[key]]
         for v in values:
@@ -312,6 +338,10 @@ def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") 
     `RULES` (every config the code builds is checked as a loaded one is)."""
     flat = flatten(cfg.to_dict())
     for key, value in flatten(overrides).items():
+        if key not in flat and key in MOVED:
+            if value == MOVED[key][0]:
+                continue
+            raise WMError(f"config key {key!r} in {source} is gone: {MOVED[key][1]}")
         if key not in flat and key in RETIRED:
             if value == RETIRED[key]:
                 continue  # an older run's config at the retired lever's default: nothing it did is lost

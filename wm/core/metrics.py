@@ -26,6 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from wm.core.bounded import json_line
+from wm.core.errors import WMError
 from wm.core.format import figures
 from wm.core.rundir import RunDir, stage
 
@@ -180,7 +182,7 @@ def last_record(path: Path) -> dict[str, Any] | None:
         lines = f.read().decode(errors="replace").splitlines()
     for line in reversed(lines):
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
+            return json_line(line)
+        except WMError:
             continue
     return None

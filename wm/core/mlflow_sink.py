@@ -10,15 +10,16 @@ reads as one run per directory in the MLflow UI:
 * artifacts: when a stage's logger closes, the pictures and GIFs under its folder (`vae/reconstructions.png`,
   `mdnrnn/dream_preview.gif`, `eval/<tag>/episode_*.gif`, …), under the folder's name.
 
-`metrics.mlflow_uri` "" uses `$MLFLOW_TRACKING_URI`, else a file store in `<run>/mlruns` (MLflow 3 keeps file stores
-in maintenance mode and refuses them unless `MLFLOW_ALLOW_FILE_STORE` is set: this sink sets it for its own file
-store). A sink that fails (no server, no permission) logs one warning and turns itself off: a training run never
-stops because of its metrics copy.
+The tracking store is `$MLFLOW_TRACKING_URI` (the user's environment), else a file store in `<run>/mlruns`: a remote
+server never comes from a run directory's own files, so a copied run cannot make a command contact an address
+(docs/guide/run-directory.md). `mlflow_run.json`'s run is resumed only in the store this command would use.
+(MLflow 3 keeps file stores in maintenance mode and refuses them unless `MLFLOW_ALLOW_FILE_STORE` is set: this sink
+sets it for its own file store.) A sink that fails (no server, no permission) logs one warning and turns itself off:
+a training run never stops because of its metrics copy.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -30,6 +31,17 @@ MEDIA = (".png", ".gif")
 MAX_PARAM = 500  # MLflow's limit on a param value's length
 
 
+def _own_store(uri: str, run: Path) -> bool:
+    """Whether `uri` is a file store inside the run directory `run`."""
+    from urllib.parse import unquote, urlparse
+
+    parsed = urlparse(uri)
+    if parsed.scheme != "file":
+        return False
+    top, where = run.resolve(), Path(unquote(parsed.path)).resolve()
+    return top in where.parents
+
+
 class MlflowSink:
     """The MLflow side of one stage's `Logger`; `warn` gets one line if the sink gives up."""
 
@@ -39,12 +51,20 @@ class MlflowSink:
         try:
             from mlflow.tracking import MlflowClient
 
-            uri = str(cfg.metrics.mlflow_uri) or os.environ.get("MLFLOW_TRACKING_URI", "")
-            if not uri:
-                uri = (Path(run.path).resolve() / "mlruns").as_uri()
+            from wm.core.bounded import read_json_or
+
+            env_uri = os.environ.get("MLFLOW_TRACKING_URI", "")
+            uri = env_uri or (Path(run.path).resolve() / "mlruns").as_uri()
             path = Path(run.path) / RUN_FILE
-            stored = json.loads(path.read_text()) if path.exists() else {}
-            uri = str(stored.get("tracking_uri") or uri)  # the run's MLflow run lives in the store that created it
+            stored = read_json_or(path, {}) if path.exists() else {}
+            stored = stored if isinstance(stored, dict) else {}
+            made_in = str(stored.get("tracking_uri", ""))
+            # the run's MLflow run lives in the store that created it, when that is the run's own file store or the
+            # environment's server; a server named only by the run's file is never contacted (a new run here)
+            if made_in and (made_in == env_uri or _own_store(made_in, Path(run.path))):
+                uri = made_in
+            else:
+                stored = {}
             if uri.startswith("file:"):
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
             self.client = MlflowClient(tracking_uri=uri)

@@ -26,7 +26,7 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 from typing import Any
 
-from wm.core.errors import RunFailed
+from wm.core.errors import RunFailed, WMError
 
 STOP_GRACE_S = 10.0  # after SIGTERM, how long a worker may take to run its cleanups before it is killed
 
@@ -54,6 +54,7 @@ class _Slot:
 
     ctx: Any = None
     active = False
+    refused: WMError | None = None  # the initializer's refusal, raised by every task
     errors: Any = None  # the parent's queue for an error of `close()` (one line each), which the parent reports
 
     @classmethod
@@ -100,10 +101,17 @@ def _init(initializer: Callable[..., Any] | None, initargs: tuple, errors: Any =
     threading.Thread(target=_exit_with_parent, args=(mp.parent_process(),), daemon=True).start()
     Finalize(None, _cleanup, exitpriority=10)  # a normal exit (the executor's shutdown) runs the cleanups too
     if initializer is not None:
-        _Slot.ctx, _Slot.active = initializer(*initargs), True
+        try:
+            _Slot.ctx, _Slot.active = initializer(*initargs), True
+        except WMError as e:
+            # a refusal in a worker's set-up (an env that cannot be built): kept for its first task, which raises it
+            # back to the parent as the one line it is, instead of the executor's traceback and a broken pool
+            _Slot.refused, _Slot.active = e, True
 
 
 def _call(fn: Callable[..., Any], item: Any) -> Any:
+    if _Slot.refused is not None:
+        raise _Slot.refused
     return fn(_Slot.ctx, item) if _Slot.active else fn(item)
 
 

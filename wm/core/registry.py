@@ -94,14 +94,11 @@ def _controller_figures(run: RunDir) -> dict[str, Any]:
 
 
 def _eval_figures(run: RunDir) -> dict[str, Any]:
-    import json
+    from wm.core.bounded import read_json_or
 
     path = run.eval_summary()
-    if not path.exists():
-        return {}
-    try:
-        s = json.loads(path.read_text())
-    except (OSError, ValueError):
+    s = read_json_or(path, {}) if path.exists() else {}
+    if not isinstance(s, dict):
         return {}
     return {f"eval/{k}": s[k] for k in ("episodes", "mean", "std") if k in s}
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
+from wm.core.bounded import json_line, read_json, read_json_or, read_lines, read_yaml
 from wm.core.config import Config, defaults, flatten, update
 from wm.core.errors import WMError, WriteError, describe_os_error
 from wm.core.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
@@ -179,10 +179,10 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().splitlines():
+    for line in read_lines(path):
         try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
+            out.append(json_line(line))
+        except WMError:
             continue
     return out
 
@@ -426,10 +426,7 @@ class RunDir:
 
     def done_info(self, key: str) -> dict[str, Any]:
         """The figures a stage wrote into its DONE ({} when missing or unreadable)."""
-        try:
-            info = json.loads((self.stage_dir(key) / "DONE").read_text())
-        except (OSError, ValueError):
-            return {}
+        info = read_json_or(self.stage_dir(key) / "DONE", {})
         return info if isinstance(info, dict) else {}
 
     def clear_done(self, key: str) -> None:
@@ -446,16 +443,15 @@ class RunDir:
         file server's, the mtime of a file it has just written in the same folder)."""
         lock = self.stage_dir(key) / "LOCK"
         try:
-            info = json.loads(lock.read_text())
+            info = read_json(lock, limit=4096)
             age = (time.time() if now is None else now) - lock.stat().st_mtime
-        except (OSError, ValueError):
+            pid, host = int(info.get("pid", 0) or 0), str(info.get("host", ""))
+            started = float(info.get("started", 0.0) or 0.0)
+        except (OSError, WMError, AttributeError, TypeError, ValueError):
             return None
-        if not isinstance(info, dict):
-            return None
-        pid, host = int(info.get("pid", 0) or 0), str(info.get("host", ""))
         # on this host the process says whether it runs; another host's job says it by refreshing the LOCK
         held = _pid_alive(pid) if host == socket.gethostname() else age < LOCK_STALE_S
-        return LockInfo(pid, host, float(info.get("started", 0.0) or 0.0), age, bool(pid) and held)
+        return LockInfo(pid, host, started, age, bool(pid) and held)
 
     def lock_owner(self, key: str) -> int | None:
         """PID of the process holding the stage's LOCK (on `lock_info(key).host`), else None (a stale LOCK is ignored)."""
@@ -526,7 +522,9 @@ class RunDir:
                 old = self.lock_info(verb, now=os.stat(tmp).st_mtime)  # both mtimes on the file server's clock
                 if old is not None and old.held and old.pid != os.getpid() and not break_lock:
                     raise old.busy(verb) from None
-                if old is not None and old.pid != os.getpid():
+                # a dead process of this host (a killed run being resumed) is reclaimed silently: its death is
+                # certain; another host's LOCK, judged by its age, or one broken while held is said in one line
+                if old is not None and old.pid != os.getpid() and (old.held or old.host != socket.gethostname()):
                     why = "broken by --break-lock" if old.held else "stale"
                     print(f"{verb}: took over the LOCK of {old.describe()}: {why}", file=sys.stderr, flush=True)
                 os.replace(tmp, lock)
@@ -565,7 +563,9 @@ class RunDir:
         (an old run resumed or evaluated by newer code); a stored key base.yaml no longer has is an error naming it."""
         if not self.config_path.exists():
             return None
-        stored = yaml.safe_load(self.config_path.read_text()) or {}
+        stored = read_yaml(self.config_path) or {}
+        if not isinstance(stored, dict):
+            raise WMError(f"{self.config_path} is not a mapping of config sections")
         return update(defaults(), stored, source=str(self.config_path))
 
     def config_changes(self, cfg: Config) -> list[str]:
@@ -637,7 +637,9 @@ class Snapshot:
     its log and metrics, or after the CLI bound the config. `restore()` then puts back `config.yaml`'s bytes, cuts
     appended logs and metrics back to their old length and removes the files and folders the command created —
     only when everything it changed is bookkeeping (`BOOKKEEPING`, the stage's LOCK, empty folders): once the stage
-    has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from.
+    has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from. A stage's
+    `DONE` that the command removed (`--force` clears it before the stage's own checks) is put back too: a refused
+    `--force` leaves a finished stage finished.
     """
 
     def __init__(self, path: Path, stage_dir: Path):
@@ -647,6 +649,11 @@ class Snapshot:
         self.existed = path.exists()
         self.watched = [path / "config.yaml", *(path / b for b in BOOKKEEPING[1:]), stage_dir]
         self.config = (path / "config.yaml").read_bytes() if (path / "config.yaml").exists() else None
+        self.done_path = stage_dir / "DONE"
+        try:
+            self.done: bytes | None = self.done_path.read_bytes()
+        except OSError:
+            self.done = None
         self.files: dict[Path, tuple[int, int]] = {}
         self.dirs: set[Path] = {p for p in (path, *self.watched) if p.is_dir()}
         for p in self._scan():
@@ -706,6 +713,8 @@ class Snapshot:
         for d in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
             with contextlib.suppress(OSError):
                 d.rmdir()
+        if self.done is not None and not self.done_path.exists():
+            atomic_write_bytes(self.done_path, self.done)
         if not self.existed:
             with contextlib.suppress(OSError):
                 self.path.rmdir()

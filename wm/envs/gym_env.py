@@ -16,6 +16,7 @@ Seeding is gymnasium's `reset(seed=...)`; the episode cap is `env.max_steps` (th
 
 from __future__ import annotations
 
+import importlib
 import os
 
 import numpy as np
@@ -28,15 +29,20 @@ from wm.envs.base import FrameEnv
 
 def gym_kwargs(items) -> dict:
     """`env.gym_kwargs` ["key=value", …] → {key: YAML value}; one clear line for an item without `=`."""
-    import yaml
+    from wm.core.bounded import parse_yaml
 
     out = {}
     for item in items or []:
         key, eq, value = str(item).partition("=")
         if not eq or not key.strip():
             raise WMError(f"env.gym_kwargs items are key=value, got {item!r}")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = parse_yaml(value, f"env.gym_kwargs {key.strip()!r}")
     return out
+
+
+# The environment variable naming the modules that register a user's own gymnasium envs (comma-separated), imported
+# before `gymnasium.make`: `WM_GYM_MODULES=mypkg.envs python -m wm pipeline --set env.name=gym:MyEnv-v0 …`.
+GYM_MODULES = "WM_GYM_MODULES"
 
 
 def make_gym(env_id: str, kwargs: dict):
@@ -44,6 +50,12 @@ def make_gym(env_id: str, kwargs: dict):
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     import gymnasium as gym
 
+    for module in filter(None, (m.strip() for m in os.environ.get(GYM_MODULES, "").split(","))):
+        # the user's own modules that register custom envs: named by their environment, never by a run's config
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise WMError(f"${GYM_MODULES} names {module!r}, which cannot be imported: {e}") from None
     if env_id.startswith("ALE/"):
         try:
             import ale_py

@@ -35,7 +35,6 @@ sees a GPU (cuDNN), else `custom` (faster on CPU: bench/mdnrnn_lstm.py).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import NamedTuple
 
@@ -43,6 +42,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from wm.core.bounded import check_h5, read_json
 from wm.core.errors import WMError
 from wm.models import mixture
 
@@ -402,7 +402,11 @@ def load_mdnrnn(
     if not path.exists():
         raise WMError(f"M weights not found: {path} (run train-mdnrnn first)")
     meta_path = config_path(path)
-    meta = {"num_mixtures": 5, **(json.loads(meta_path.read_text()) if meta_path.exists() else {})}
+    check_h5(path)  # no external storage or links: loading reads only this file
+    stored = read_json(meta_path) if meta_path.exists() else {}
+    if not isinstance(stored, dict):
+        raise WMError(f"{meta_path} is not a mapping of M's sizes")
+    meta = {"num_mixtures": 5, **stored}
     dims = {
         "z_dim": z_dim,
         "action_dim": action_dim,

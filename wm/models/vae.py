@@ -24,6 +24,7 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 import keras  # noqa: E402
 from keras import ops  # noqa: E402
 
+from wm.core.bounded import check_h5
 from wm.core.errors import WMError  # noqa: E402
 
 FRAME = (64, 64, 3)
@@ -127,6 +128,7 @@ def load_vae(path: str | Path, z_dim: int) -> ConvVAE:
     path = Path(path)
     if not path.exists():
         raise WMError(f"VAE weights {path} not found (run train-vae first)")
+    check_h5(path)  # no external storage or links: loading reads only this file
     model = ConvVAE(z_dim)
     try:
         import h5py

@@ -4,7 +4,6 @@ rounds run while the checks say so, on the run's clock (`RunClock`), and the fin
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from wm.cli import stage_command
+from wm.core.bounded import read_json, read_json_or
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher
@@ -99,9 +99,8 @@ def _check_mean(
     inputs = input_digest(where.load_config() or cfg, where, pfile, dream)
 
     def stored(t: str, want: list[int] | None) -> dict | None:
-        try:
-            s = json.loads(where.eval_summary(t).read_text())
-        except (OSError, ValueError):
+        s = read_json_or(where.eval_summary(t))
+        if not isinstance(s, dict):
             return None
         ok = s.get("inputs") == inputs and isinstance(s.get("seeds"), list) and (want is None or s["seeds"] == want)
         return s if ok else None
@@ -118,7 +117,7 @@ def _check_mean(
         print(f"[check] {what} on {len(seeds) - k} episodes (seeds {seeds[k]}…{note})", flush=True)
         extra = ["--dream"] * dream + ["--random"] * random + ([] if params is None else ["--params", str(params)])
         _evaluate(where, [*extra, "--tag", tag, "--seed", str(seeds[k]), "--episodes", str(len(seeds) - k), "--gifs", "0"])
-        rest = json.loads(where.eval_summary(tag).read_text())
+        rest = read_json(where.eval_summary(tag))
     return pooled_mean((k, first["mean"]), (len(seeds) - k, rest["mean"])) if k else float(rest["mean"])
 
 
@@ -205,8 +204,8 @@ class RunClock:
         self.recorded = {str(p["name"]): float(p["minutes"]) for p in doc.get("passes", []) if p.get("minutes") is not None}
         self.total = float(doc["minutes"]) if doc.get("minutes") is not None else None
         try:
-            self.saved = {} if fresh else dict(json.loads(self.path.read_text()))
-        except (OSError, ValueError, TypeError):
+            self.saved = {} if fresh else dict(read_json_or(self.path, {}))
+        except (TypeError, ValueError):
             self.saved = {}
         self.base, self.at = 0.0, t0
         self.current = "first pass"

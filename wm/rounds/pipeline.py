@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from wm.cli import add_run_args, resolve_config
+from wm.cli import add_run_args, existing_run, resolve_config
 from wm.core.errors import WMError
 from wm.core.format import duration
 from wm.core.launcher import add_launcher_args
@@ -85,6 +85,8 @@ def main(args: argparse.Namespace) -> int:
     # parsed once, before anything touches the run dir; every ranked start (the first pass's, the rounds') uses it
     args.mpi_launcher = launcher_from_args(args)
     run = RunDir(args.run)
+    if not args.configs:  # only --configs starts a run: a typo in --run must not start hours of work from the defaults
+        existing_run(run)
     cfg = resolve_config(args)
     if int(cfg.iterate.rounds) > 0 and not args.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass

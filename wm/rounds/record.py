@@ -3,11 +3,12 @@ asks which pass is the run's result (`round_checks`, `result_pass`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Any
 
+from wm.core.bounded import read_json_or
 from wm.core.config import Config
+from wm.core.errors import WMError
 from wm.core.rundir import RunDir, atomic_write_json, round_dirs
 from wm.rounds.iterate import PassCheck, check_seeds, result_index
 from wm.rounds.workclock import WorkLedger
@@ -51,27 +52,24 @@ def write_rounds(
 
 def round_checks(run: RunDir) -> dict[str, Any] | None:
     """Round control's record (`rounds.json`): each pass's real check and dream scores and the run's result."""
-    try:
-        doc = json.loads(run.rounds_path.read_text())
-    except (OSError, ValueError):
-        return None
+    doc = read_json_or(run.rounds_path)
     return doc if isinstance(doc, dict) and "passes" in doc and "result" in doc else None
 
 
 def result_pass(base: RunDir, tag: str = "real") -> tuple[str, RunDir, str]:
     """(name, run dir, how it was chosen) of the pass whose C is the run's result: round control's choice
-    (`rounds.json`, found by the pass's name: the stored path is as the pipeline was given it, relative to its cwd),
-    else the last round with an `eval/<tag>`, else the run itself."""
+    (`rounds.json`, found by the pass's name, "first pass" or a `round<k>` folder of this run: the file is data, so a
+    stored path never leads elsewhere), else the last round with an `eval/<tag>`, else the run itself."""
     checks = round_checks(base)
     if checks is not None:
         res = checks["result"]
         name = str(res.get("name", ""))
         if name == "first pass":
             where = base
-        elif name.startswith("round") and (base.path / name).is_dir():
+        elif name[5:].isdigit() and name.startswith("round") and (base.path / name).is_dir():
             where = RunDir(base.path / name)
         else:
-            where = RunDir(res.get("path", ""))
+            raise WMError(f"{base.rounds_path} names a result pass {name!r} that is not a pass of this run")
         return name, where, f"round control ({base.rounds_path.name})"
     rounds = round_dirs(base.path)
     with_eval = [p for p in rounds if RunDir(p).eval_summary(tag).exists()]

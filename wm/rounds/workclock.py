@@ -26,10 +26,10 @@ The final check and the evaluations after the rounds are not counted: no round d
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
+from wm.core.bounded import read_json
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir, read_jsonl
@@ -91,7 +91,7 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
         tag = summary.parent.name
         if tag not in CHECKS and not tag.startswith("gate-"):
             continue
-        doc = json.loads(summary.read_text())
+        doc = read_json(summary)
         add(
             "checks",
             "dream_step" if doc.get("mode") == "dream" else "real_step",

@@ -22,7 +22,6 @@ not exist (`--force` replaces it).
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.bounded import json_line, read_json, read_lines
 from wm.core.config import Config
 from wm.core.config import update as config_update
 from wm.core.errors import WMError
@@ -57,6 +57,9 @@ def half_h5(src: Path, dst: Path) -> None:
     arrays compressed without loss (`COMPRESS`); a float16 file is copied bit for bit in its values."""
     import h5py
 
+    from wm.core.bounded import check_h5
+
+    check_h5(src)  # no external storage or links: the agent carries only the run's own weights
     with h5py.File(src, "r") as s, h5py.File(dst, "w") as d:
         d.attrs.update(dict(s.attrs))
 
@@ -93,13 +96,13 @@ def score(run: RunDir, tag: str, first: int = 0) -> dict[str, Any] | None:
     path = run.eval_summary(tag)
     if not path.exists():
         return None
-    s = json.loads(path.read_text())
+    s = read_json(path)
     seeds = s.get("seeds") or []
     keep = {k: s[k] for k in ("episodes", "mean", "std", "median", "min", "max") if k in s}
     out = {**keep, "seeds": [int(seeds[0]), int(seeds[-1])] if seeds else None}
     episodes = path.with_name("episodes.jsonl")
     if first and episodes.exists():
-        rows = [json.loads(line) for line in episodes.read_text().splitlines()[:first] if line.strip()]
+        rows = [json_line(line, episodes) for line in read_lines(episodes)[:first] if line.strip()]
         out["first_episodes"] = [[int(r["seed"]), float(r["return"])] for r in rows]
     return out
 
@@ -117,10 +120,26 @@ def self_contained(where: RunDir) -> Config:
     return config_update(cfg, PROVENANCE_KEYS, source="export")
 
 
+def refuse_overlap(run: Path, out: Path) -> None:
+    """`--out` may be neither the run, nor inside it, nor a folder above it: `--force` replaces `--out` whole, and
+    would delete the run (and every run beside it) with it."""
+    src, dst = run.resolve(), out.resolve()
+    if dst == src or src in dst.parents or dst in src.parents:
+        where = "is" if dst == src else "is inside" if src in dst.parents else "holds"
+        raise WMError(f"--out {out} {where} the run {run}: choose a folder outside it (e.g. agents/<name>)")
+
+
+def _copy(src: Path, dst: Path) -> None:
+    """A file's bytes, with the mode this process's umask gives a new file (not the source's)."""
+    shutil.copyfile(src, dst)
+    plain_mode(dst)
+
+
 def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", force: bool = False) -> dict[str, Any]:
     """Write the agent of `src_run` into `out` (see the module docstring); returns agent.json's content."""
     from wm.rounds.record import result_pass
 
+    refuse_overlap(src_run.path, out)
     name, where, how = result_pass(src_run)
     need = {
         "V": where.vae_weights,
@@ -144,9 +163,9 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
             agent.stage_dir(folder).mkdir(parents=True, exist_ok=True)
         half_h5(where.vae_weights, agent.vae_weights)
         half_h5(where.mdnrnn_weights, agent.mdnrnn_weights)
-        shutil.copy2(where.mdnrnn_weights.with_name("model.json"), agent.mdnrnn_weights.with_name("model.json"))
-        shutil.copy2(where.initial_z, agent.initial_z)
-        shutil.copy2(where.params(params), agent.params("best"))
+        _copy(where.mdnrnn_weights.with_name("model.json"), agent.mdnrnn_weights.with_name("model.json"))
+        _copy(where.initial_z, agent.initial_z)
+        _copy(where.params(params), agent.params("best"))
         info = {
             "source": source,  # the run's own name, never a path of the machine that trained it
             "pass": name,

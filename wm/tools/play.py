@@ -270,22 +270,39 @@ def serve(session: PlaySession, stdin=None, stdout=None) -> int:
             continue
         try:
             req = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             send({"error": f"not JSON: {line.strip()[:80]}"})
             continue
-        op = req.get("op")
+        op = req.get("op") if isinstance(req, dict) else None
         if op == "quit":
             break
-        if op == "reset":
-            send(session.reset(req.get("seed")).to_json())
-        elif op == "step":
-            send(session.step(set(req.get("keys", [])) & set(keys)).to_json())
-        elif op == "temperature":
-            session.set_temperature(float(req.get("value", session.temperature or 1.0)))
-            send(session.reset().to_json())
-        else:
-            send({"error": f"unknown op {op!r} (reset | step | temperature | quit)"})
+        try:
+            answer = _answer(session, req, op, keys)
+        except (TypeError, ValueError, OverflowError) as e:  # a malformed field: said, and the session serves on
+            answer = {"error": f"bad {op} request: {str(e).splitlines()[0][:120] if str(e) else type(e).__name__}"}
+        send(answer)
     return 0
+
+
+def _answer(session: PlaySession, req: Any, op: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The reply to one `--serve` request (`op` read from the mapping `req`)."""
+    if op == "reset":
+        seed = req.get("seed")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        return session.reset(seed).to_json()
+    if op == "step":
+        pressed = req.get("keys", [])
+        if not isinstance(pressed, list) or not all(isinstance(k, str) for k in pressed):
+            raise ValueError(f"keys must be a list of key names, got {pressed!r}")
+        return session.step(set(pressed) & set(keys)).to_json()
+    if op == "temperature":
+        value = float(req.get("value", session.temperature or 1.0))
+        if not 0 < value < float("inf"):
+            raise ValueError(f"temperature must be > 0, got {value!r}")
+        session.set_temperature(value)
+        return session.reset().to_json()
+    return {"error": f"unknown op {op!r} (reset | step | temperature | quit)"}
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -12,11 +12,11 @@ curves, `plots/rounds.png` (each pass's dream score and real check, under round 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 from typing import Any
 
+from wm.core.bounded import read_json_or
 from wm.core.errors import WMError
 from wm.core.format import duration, figures, number
 from wm.core.registry import STAGES, plots
@@ -220,9 +220,8 @@ def evaluations(run: RunDir) -> list[dict[str, Any]]:
     """Every `eval/<tag>/summary.json`, the default real evaluation first."""
     out = []
     for p in run.eval_summaries():
-        try:
-            s = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
+        s = read_json_or(p)
+        if not isinstance(s, dict):
             continue
         out.append({**s, "tag": s.get("tag", p.parent.name), "_dir": p.parent})
     order = {"real": 0, "dream": 1, "random": 2, "random-dream": 3}
@@ -294,11 +293,8 @@ def _stage_lines(run: RunDir, pipeline: Any) -> list[str]:
         figs = dict(key)
         done = run.stage_dir(verb) / "DONE"
         if done.exists():
-            try:
-                info = json.loads(done.read_text())
-                figs.update({k: v for k, v in info.items() if "/" in k and isinstance(v, (int, float))})
-            except (OSError, json.JSONDecodeError):
-                pass
+            info = run.done_info(verb)
+            figs.update({k: v for k, v in info.items() if "/" in k and isinstance(v, (int, float))})
         fig = figures(figs, ", ") or "—"
         lines.append(f"| {verb} | {state} | {fig} | {duration(stage_time(run, verb, pipeline))} |")
     return lines
@@ -351,10 +347,7 @@ def _sweep_lines(run: RunDir, env: str) -> list[str]:
 
 def sweep_rows(run: RunDir) -> list[dict[str, Any]]:
     """The rows of `eval/temperature_sweep.json` ([] when it is missing or unreadable)."""
-    try:
-        doc = json.loads(run.artifact("tau_sweep").read_text())
-    except (OSError, ValueError):
-        return []
+    doc = read_json_or(run.artifact("tau_sweep"))
     rows = doc.get("rows") if isinstance(doc, dict) else None
     return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
 

@@ -39,13 +39,13 @@ SciPy's `stats.bootstrap` would do the same and is not installed (40 MB for two 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from wm.core.bounded import read_json_or
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
 
@@ -114,10 +114,7 @@ def hierarchical_ci(runs: list[np.ndarray], resamples: int = 10000, seed: int = 
 
 
 def _load_json(path: Path) -> dict[str, Any] | None:
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    doc = read_json_or(path)
     return doc if isinstance(doc, dict) else None
 
 

@@ -93,14 +93,16 @@ def main(args: argparse.Namespace) -> int:
 
 def _exported(run: RunDir) -> str:
     """What an exported agent's agent.json says it is (`wm export`), or "" for a run."""
-    import json
+    from wm.core.bounded import read_json_or
 
-    try:
-        info = json.loads((run.path / "agent.json").read_text())
-    except (OSError, ValueError):
+    info = read_json_or(run.path / "agent.json")
+    if not isinstance(info, dict):
         return ""
-    real = info.get("real") or {}
-    score = f"; trained {real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']}" if "mean" in real else ""
+    real = info.get("real") if isinstance(info.get("real"), dict) else {}
+    try:
+        score = f"; trained {real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']}" if "mean" in real else ""
+    except (KeyError, TypeError, ValueError):
+        score = ""
     return f"{info.get('source', '?')}, {info.get('pass', '?')}{score}"
 
 

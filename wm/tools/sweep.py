@@ -3,7 +3,7 @@
 Train-free sweep (`python -m wm evaluate --run runs/doom --sweep`): the run's controller is re-evaluated in the
 dream at every τ of `evaluate.temperatures` and once in the real env (its real score does not depend on τ, so it
 is evaluated once and repeated per row). The full reproduction trains one controller per τ, each in its own run
-dir that shares the upstream stages (collect, V, encode, M) by symlink:
+dir that shares the upstream stages' files (collect, V, encode, M) by hard link:
 
     python -m wm sweep prepare --run runs/doom --taus 0.1 0.5 1.0 1.15 1.3     # → runs/doom-tau0.1, …
     python -m wm train-controller --run runs/doom-tau0.1                         # one per τ (under mpirun)
@@ -22,13 +22,13 @@ Results: `eval/temperature_sweep.{json,md}`.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wm.core.bounded import read_json
 from wm.core.config import Config, update
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher, add_launcher_args
@@ -149,11 +149,10 @@ def tau_run_path(src: RunDir, tau: float) -> Path:
 
 
 def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None = None) -> RunDir:
-    """A run dir that trains C at τ on `src`'s data, V and M: the upstream stage folders are relative symlinks,
-    their metrics are copied (for the report) and `config.yaml` is `src`'s with `dream.temperature = τ`.
+    """A run dir that trains C at τ on `src`'s data, V and M: the upstream stage folders are hard-linked copies
+    (`link_tree`), their metrics are copied (for the report) and `config.yaml` is `src`'s with `dream.temperature = τ`.
 
-    The upstream stages must be DONE in `src`. Do not `--force` an upstream stage in the new run: it would
-    write through the symlink into `src`.
+    The upstream stages must be DONE in `src`.
     """
     cfg = src.load_config()
     if cfg is None:
@@ -189,13 +188,29 @@ def _shaping(cfg: Config) -> dict:
     return {k: v for k, v in flatten(cfg.to_dict()).items() if k.split(".")[0] not in skip}
 
 
+def link_tree(src: Path, dst: Path) -> None:
+    """`src` copied to `dst` as hard links (a copy where the file system has none), without LOCKs or temporaries: the
+    τ run shares the data's bytes but not its folders, so a run directory stays a closed tree (no link leads out) and
+    nothing the τ run writes (every write is a new file renamed into place) reaches the source."""
+    tmp = dst.with_name(f".tmp-{dst.name}")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+    def link(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    shutil.copytree(src, tmp, copy_function=link, ignore=shutil.ignore_patterns("LOCK", ".tmp-*"))
+    tmp.rename(dst)
+
+
 def _make_tau_run(src: RunDir, cfg: Config, tau: float, dst: RunDir) -> RunDir:
     dst.path.mkdir(parents=True, exist_ok=True)
     for verb in (s.verb for s in stages_with_role("data", "world")):
-        target = src.stage_dir(verb).resolve()
-        link = dst.stage_dir(verb)
-        if not link.exists():
-            link.symlink_to(os.path.relpath(target, dst.path.resolve()), target_is_directory=True)
+        folder = dst.stage_dir(verb)
+        if not folder.exists():
+            link_tree(src.stage_dir(verb), folder)
         m = src.metrics_path(verb)
         if m.exists():
             dst.metrics_path(verb).parent.mkdir(parents=True, exist_ok=True)
@@ -229,11 +244,11 @@ def table_is_current(src: RunDir, taus: Sequence[float], made: Sequence[RunDir],
     in `made` over `episodes` episodes, and written after every one of those C's parameter files."""
     try:
         table = src.artifact("tau_sweep")
-        doc, written = json.loads(table.read_text()), table.stat().st_mtime
+        doc, written = read_json(table), table.stat().st_mtime
         rows = doc["rows"]
         have = [(float(r["temperature"]), Path(r["controller_run"]).resolve(), int(r["episodes"])) for r in rows]
         newest = max(Path(r["params_file"]).stat().st_mtime for r in rows)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, WMError, ValueError, KeyError, TypeError):
         return False
     want = [(float(t), d.path.resolve(), int(episodes)) for t, d in zip(taus, made, strict=True)]
     return have == want and newest <= written
