@@ -340,3 +340,54 @@ def test_carracing_indicators_keep_the_speed_bar(renderer):
         assert np.abs(obs[-8:].astype(int) - still[-8:]).sum() > 100
     finally:
         env.close()
+
+
+@pytest.mark.env
+def test_carracing_episode_figures_of_scripted_drives():
+    """A parked car, one on full gas, one steered off the road, one whose lap the track says is finished: each
+    episode's tiles, lap, exits, speed, gas and brake as the script made them."""
+    from wm.envs import make_env
+
+    env = make_env(load(["carracing"], ["env.renderer=fast", "env.max_steps=1000"]))
+    try:
+        env.reset(seed=3)
+        for _ in range(40):  # no gas, full brake: the car stays on the start
+            env.step(np.array([0.0, -1.0, 1.0], np.float32))
+        parked = env.episode_figures()
+        assert parked["gas"] == 0.0 and parked["brake"] == 1.0 and parked["speed"] < 0.5
+        assert parked["off_track"] == 0 and parked["lap_steps"] == 0 and 0 <= parked["tiles"] < 0.02
+
+        env.reset(seed=3)
+        for _ in range(60):  # full gas (gas = (a₁ + 1) / 2 = 1), straight: faster, more tiles
+            env.step(np.array([0.0, 1.0, -1.0], np.float32))
+        fast = env.episode_figures()
+        assert fast["gas"] == 1.0 and fast["brake"] == 0.0 and fast["speed"] > 10 and fast["tiles"] > parked["tiles"]
+
+        env.reset(seed=3)
+        for _ in range(300):  # half gas, hard right: off the road onto the grass
+            env.step(np.array([1.0, 0.0, -1.0], np.float32))
+        assert env.episode_figures()["off_track"] >= 1 and env.episode_figures()["gas"] == 0.5
+
+        env.reset(seed=3)
+        for _ in range(5):
+            env.step(np.array([0.0, 0.0, -1.0], np.float32))
+        env.inner.tile_visited_count = len(env.inner.track)  # the track's own rule: every tile visited ends the lap
+        *_, term, _, _ = env.step(np.array([0.0, 0.0, -1.0], np.float32))
+        lap = env.episode_figures()
+        assert term and lap["lap_steps"] == 6 and lap["tiles"] == 1.0
+    finally:
+        env.close()
+
+
+def test_drive_summary_counts_laps_and_averages_the_rest():
+    from wm.rollouts.evaluation import drive_summary, format_drive
+
+    eps = [
+        {"tiles": 1.0, "lap_steps": 900, "off_track": 0, "speed": 60.0, "gas": 0.5, "brake": 0.0},
+        {"tiles": 0.5, "lap_steps": 0, "off_track": 2, "speed": 40.0, "gas": 0.25, "brake": 0.1},
+        {"tiles": 0.9, "lap_steps": 700, "off_track": 1, "speed": 50.0, "gas": 0.0, "brake": 0.2},
+    ]
+    d = drive_summary(eps)
+    assert d == {"tiles": 0.8, "laps": 2, "lap_steps": 800.0, "off_track": 1.0, "speed": 50.0, "gas": 0.25, "brake": 0.1}
+    assert format_drive(d).startswith("tiles 80.0 %, laps 2 (median 800 steps), off track 1.00")
+    assert drive_summary([{}, {}]) == {} and drive_summary([]) == {}

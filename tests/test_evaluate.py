@@ -292,3 +292,32 @@ def test_the_sweep_table_is_current_only_for_the_same_rows_played_after_their_co
     later = src.artifact("tau_sweep").stat().st_mtime + 5
     os.utime(made[1].params("best"), (later, later))  # C retrained after the table
     assert not table_is_current(src, [0.5, 1.3], made, 2)
+
+
+@pytest.mark.env
+def test_a_carracing_evaluation_records_how_each_episode_was_driven(tmp_path, capsys):
+    """Each episode's tiles, lap, exits, speed, gas and brake go to episodes.jsonl, their summary to summary.json, and
+    status, report and results show them beside the score."""
+    from wm import cli
+
+    run = tmp_path / "car"
+    argv = ["evaluate", "--configs", "carracing", "tiny", "--run", str(run), "--random", "--episodes", "3"]
+    assert cli.main([*argv, "--set", "env.max_steps=80", "evaluate.workers=1", "evaluate.gif_episodes=0"]) == 0
+    rows = [json.loads(line) for line in (run / "eval" / "random" / "episodes.jsonl").read_text().splitlines()]
+    assert [sorted(r) for r in rows] == [
+        ["brake", "episode", "gas", "lap_steps", "length", "off_track", "return", "seed", "speed", "tiles"]
+    ] * 3
+    summary = json.loads((run / "eval" / "random" / "summary.json").read_text())
+    want = {"tiles": round(float(np.mean([r["tiles"] for r in rows])), 4), "laps": 0, "lap_steps": 0.0}
+    assert {k: summary["drive"][k] for k in want} == want
+    assert 0.2 < summary["drive"]["gas"] < 0.8  # uniform random a₁: gas (a₁ + 1) / 2 averages 0.5
+    capsys.readouterr()
+    # the random evaluation as C's, for the readers that show the default evaluation
+    import shutil
+
+    shutil.copytree(run / "eval" / "random", run / "eval" / "real")
+    shutil.copy(run / "eval" / "random" / "summary.json", run / "eval" / "summary.json")
+    assert cli.main(["status", "--run", str(run)]) == 0
+    assert "tiles 0." in capsys.readouterr().out
+    assert cli.main(["results", "--runs", str(run), "--out", str(tmp_path / "res"), "--resamples", "200"]) == 0
+    assert "| laps finished |" in (tmp_path / "res" / "results.md").read_text()

@@ -33,6 +33,9 @@ class FakeEnv:
         self.t += 1
         return self._obs(), 1.0, self.t >= LEN, False, {}
 
+    def episode_figures(self):
+        return {}
+
     def close(self):
         pass
 

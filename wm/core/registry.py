@@ -100,7 +100,12 @@ def _eval_figures(run: RunDir) -> dict[str, Any]:
     s = read_json_or(path, {}) if path.exists() else {}
     if not isinstance(s, dict):
         return {}
-    return {f"eval/{k}": s[k] for k in ("episodes", "mean", "std") if k in s}
+    drive = s.get("drive") if isinstance(s.get("drive"), dict) else {}
+    # CarRacing's figures beside the score (wm.rollouts.evaluation.drive_summary): a slow car or a crashing one
+    return {
+        **{f"eval/{k}": s[k] for k in ("episodes", "mean", "std") if k in s},
+        **{f"eval/{k}": drive[k] for k in ("tiles", "laps", "speed", "gas") if k in drive},
+    }
 
 
 def _collect_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:

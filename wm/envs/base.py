@@ -38,6 +38,11 @@ class FrameEnv(gym.Env):
     def _reset_inner(self, seed: int | None) -> np.ndarray:
         raise NotImplementedError
 
+    def episode_figures(self) -> dict[str, float]:
+        """What the env measured of the episode so far beside its return (CarRacing: tiles, lap, speed, gas, brake),
+        recorded per evaluation episode; {} for an env that measures nothing more."""
+        return {}
+
     def _step_inner(self, a: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
         raise NotImplementedError
 

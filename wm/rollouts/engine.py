@@ -98,14 +98,22 @@ class ToyEvaluator:
 
 
 class EpisodeEvaluator:
-    """The evaluator interface over a per-episode function `episode(seed) -> (return, length)` (the random kinds)."""
+    """The evaluator interface over a per-episode function `episode(seed) -> (return, length)` (the random kinds);
+    `figures()`, when given, is read after each episode (the real env's `episode_figures`)."""
 
-    def __init__(self, episode: Any, close: Any = None):
-        self.episode, self._close = episode, close
+    def __init__(self, episode: Any, close: Any = None, figures: Any = None):
+        self.episode, self._close, self._figures = episode, close, figures
+        self.figures: list[list[dict[str, float]]] = []
 
     def evaluate(self, params: np.ndarray, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         seeds = np.atleast_2d(np.asarray(seeds, np.int64))
-        out = [[self.episode(int(s)) for s in row] for row in seeds]
+        out, self.figures = [], []
+        for row in seeds:
+            out.append([])
+            self.figures.append([])
+            for s in row:
+                out[-1].append(self.episode(int(s)))
+                self.figures[-1].append(self._figures() if self._figures is not None else {})
         return np.array([[r for r, _ in row] for row in out], float), np.array([[n for _, n in row] for row in out], np.int64)
 
     def close(self) -> None:
@@ -135,7 +143,7 @@ def make_evaluator(spec: EvalSpec) -> Any:
         from wm.envs import make_env
 
         env = make_env(cfg)
-        return EpisodeEvaluator(lambda s: random_episode(env, s, int(cfg.env.max_steps))[:2], env.close)
+        return EpisodeEvaluator(lambda s: random_episode(env, s, int(cfg.env.max_steps))[:2], env.close, env.episode_figures)
     from wm.rollouts.dream import dream_env  # random-dream
 
     denv = dream_env(cfg, run)
@@ -198,13 +206,17 @@ def _toy_faults(members: np.ndarray) -> None:
 
 
 def evaluate_task(ctx: WorkerContext, task: Task) -> Task:
-    """Evaluate one chunk `(members, params (k, n), seeds (k, K))` → `(members, returns (k, K), lengths (k, K))`."""
+    """Evaluate one chunk `(members, params (k, n), seeds (k, K))` → `(members, returns (k, K), lengths (k, K))`, plus
+    each episode's figures beside its return ((k, K) nested lists of dicts) when the evaluator measures them (the real
+    env's `FrameEnv.episode_figures`: CarRacing's tiles, lap, speed, gas and brake)."""
     members, params, seeds, *rest = task
     if ctx.spec.kind == "toy":
         _toy_faults(members)
     kw = rest[0] if rest else {}
     returns, lengths = ctx.evaluator.evaluate(np.asarray(params, np.float64), np.asarray(seeds, np.int64), **kw)
-    return members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64)
+    out = (members, np.asarray(returns, np.float64), np.asarray(lengths, np.int64))
+    figures = getattr(ctx.evaluator, "figures", None)
+    return (*out, figures) if figures and any(any(row) for row in figures) else out
 
 
 @dataclass(frozen=True)
@@ -266,7 +278,7 @@ def gather(results: list[Any], P: int, K: int) -> tuple[np.ndarray, np.ndarray, 
     for res in results:
         if isinstance(res, TaskFailed):
             continue
-        members, r, ln = res
+        members, r, ln = res[:3]
         returns[members], lengths[members] = r, ln
     return returns, lengths, int(np.isnan(returns).any(axis=1).sum())
 
@@ -279,9 +291,10 @@ def run_seeds(
     progress: Any = None,
     gifs: Sequence[tuple[int, Path]] = (),
     log: Any = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Returns and lengths (in seed order) of one episode per seed for one parameter vector, on `pool`; the episodes
-    of `gifs` (seed, path) are recorded as GIFs by the pool's workers in the same map (`play_or_record`), each logged.
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
+    """Returns, lengths and figures (`evaluate_task`; {} for an env that measures none) in seed order of one episode
+    per seed for one parameter vector, on `pool`; the episodes of `gifs` (seed, path) are recorded as GIFs by the
+    pool's workers in the same map (`play_or_record`), each logged.
 
     `progress(returns of a finished task)` is called as tasks finish. A task given up by the pool is an error here:
     an evaluation never summarises missing episodes.
@@ -307,7 +320,10 @@ def run_seeds(
             raise WMError(f"evaluation: recording a GIF failed ({res.error})")
         if log is not None:
             log.info("wrote %s (%d steps)", *res)
-    return (np.concatenate([r[1][0] for r in played]).astype(float), np.concatenate([r[2][0] for r in played]).astype(int))
+    returns = np.concatenate([r[1][0] for r in played]).astype(float)
+    lengths = np.concatenate([r[2][0] for r in played]).astype(int)
+    figures = [f for r in played for f in (r[3][0] if len(r) > 3 else [{}] * len(r[1][0]))]
+    return returns, lengths, figures
 
 
 def evaluate_seeds(
@@ -320,7 +336,7 @@ def evaluate_seeds(
     log: Any = None,
     pool: Any = None,
     gifs: Sequence[tuple[int, Path]] = (),
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
     """One parameter vector on a list of seeds (the evaluate stage, the τ sweep): over the MPI ranks when launched
     under mpirun/srun (rank 0 dispatches; real-env kinds only: the dream batches every episode in one graph on rank
     0, whose CLI then releases the ranks), in this process (`workers <= 1`, all TF threads), or over `workers` spawned

@@ -186,6 +186,9 @@ class RealEvaluator:
         self.frames: list[list[np.ndarray]] = []
         self.inputs: list[list[np.ndarray]] = []
         self.latents: list[list[np.ndarray]] = []
+        # what the env measured of each episode of the last evaluate beside its return (`FrameEnv.episode_figures`,
+        # CarRacing's tiles, lap, speed, gas, brake): (P, K) nested lists of dicts
+        self.figures: list[list[dict[str, float]]] = []
 
     @classmethod
     def from_run(cls, cfg: Config, run: RunDir, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
@@ -215,6 +218,7 @@ class RealEvaluator:
             raise WMError(f"params shape {params.shape} does not fit seeds {seeds.shape} and {self.c}")
         E, zd, H = self.n_envs, self.m.z_dim, self.m.hidden
         returns, lengths = np.zeros((P, K)), np.zeros((P, K), np.int64)
+        self.figures = [[{} for _ in range(K)] for _ in range(P)]
         s = _Slots.empty(E, zd, self.c.n_params, params, seeds, record, no_progress)
         job, rngs, eps_buf, eps_pos, slots, rec_id = s.job, s.rngs, s.eps_buf, s.eps_pos, s.slots, s.rec_id
         obs, prm, fresh, ret, steps, tiles, stalled = s.obs, s.prm, s.fresh, s.ret, s.steps, s.tiles, s.stalled
@@ -262,6 +266,7 @@ class RealEvaluator:
                 if term or trunc or (max_steps and steps[e] >= max_steps):
                     i, k = job[e]
                     returns[i, k], lengths[i, k] = ret[e], steps[e]
+                    self.figures[i][k] = env.episode_figures()
                     self._start(s, e)
                     ended = True
             if ended:

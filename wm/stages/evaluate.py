@@ -135,7 +135,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
     from wm.core.metrics import make_logger
     from wm.mpi import launched_rank
-    from wm.rollouts.evaluation import Progress, format_summary, play, write_results
+    from wm.rollouts.evaluation import DRIVE_FIGURES, Progress, format_drive, format_summary, play, write_results
 
     if launched_rank() > 0:  # under mpirun the other ranks play rank 0's tasks (`engine.evaluate_seeds`)
         from wm.mpi.worker import main as serve
@@ -176,11 +176,11 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
         n_gifs = min(cfg.evaluate.gif_episodes if opts.gifs is None else opts.gifs, len(seeds))
         gifs = [(seeds[i], run.eval_dir(tag) / f"episode_{i:03d}.gif") for i in range(n_gifs)]
-        returns, lengths = play(
+        returns, lengths, figures = play(
             p.cfg_t, run, p.kind, p.params, seeds, p.temperature, workers=p.workers, progress=on_chunk, log=log, gifs=gifs
         )
         extra["seconds"] = round(time.time() - t0, 1)
-        summary = write_results(run, tag, seeds, returns, lengths, extra)
+        summary = write_results(run, tag, seeds, returns, lengths, extra, figures)
         log.scalars(
             len(seeds),
             {
@@ -192,7 +192,10 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
             console=False,
         )
         log.info("%s: %s", tag, format_summary(summary))
+        if summary.get("drive"):
+            log.info("%s: %s", tag, format_drive(summary["drive"]))
         if p.default:
             atomic_write_json(run.eval_summary(), summary)
             info = {f"eval/{k}": summary[k] for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean")}
+            info.update({f"eval/{k}": v for k, v in (summary.get("drive") or {}).items() if k in DRIVE_FIGURES})
             run.mark_done("evaluate", {**info, **{k: summary[k] for k in ("config_hash", "params_file", "seconds")}})

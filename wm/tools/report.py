@@ -22,7 +22,7 @@ from wm.core.format import duration, figures, number
 from wm.core.registry import STAGES, plots
 from wm.core.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
 from wm.envs.family import family
-from wm.rollouts.evaluation import pm
+from wm.rollouts.evaluation import format_drive, pm
 from wm.rounds.iterate import evaluates_result_only
 from wm.tools.paper import PAPER_DOOM, paper_row
 from wm.tools.results import FEW_EPISODES
@@ -321,6 +321,9 @@ def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:
             f"| {s['tag']} | {mode} | {s['episodes']} | {score} | "
             f"{s['min']:.0f} / {s['median']:.1f} / {s['max']:.0f} | {paper_figure(env, s)} | {', '.join(files) or '—'} |"
         )
+    driven = [s for s in evals if isinstance(s.get("drive"), dict) and s["drive"]]
+    if driven:  # CarRacing: how the score was driven (wm.rollouts.evaluation.drive_summary)
+        lines += [""] + [f"- {s['tag']}: {format_drive(s['drive'])}" for s in driven]
     if family(env).score_note:
         lines += ["", family(env).score_note.format(max_steps=cfg.env.max_steps)]
     return lines

@@ -186,6 +186,8 @@ def run_row(path: str, tag: str, random_tag: str, frozen: bool, resamples: int, 
         "ci95": [lo, hi],
         "random": random,
         "ratio": ratio,
+        # how CarRacing's episodes were driven (wm.rollouts.evaluation.drive_summary), None for other envs
+        "drive": summary.get("drive") if isinstance(summary.get("drive"), dict) else None,
         "note": "; ".join(notes),
         "returns": returns,
     }
@@ -340,6 +342,20 @@ def format_table(doc: dict[str, Any]) -> str:
             f"| **{label} ({a['runs']})** | | | {recipe} | {a['episodes']} | **{a['mean']:.1f} ± {a['std']:.1f}** | | "
             f"{_ci(a['ci95'])} | {_f(a['random_mean'])} | {ratio} | min run mean {a['min']:.1f} |"
         )
+    driven = [r for r in doc["runs"] if r.get("drive")]
+    if driven:  # CarRacing: a slow car and a crashing one can score alike
+        out += [
+            "",
+            "| run | laps finished | median steps of a lap | tiles visited | off track an episode | speed | gas | brake |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in driven:
+            d = r["drive"]
+            steps = f"{d['lap_steps']:.0f}" if d.get("laps") else "—"
+            out.append(
+                f"| {r['run']} | {d.get('laps', 0)} of {r['episodes']} | {steps} | {100 * d.get('tiles', 0):.1f} % | "
+                f"{d.get('off_track', 0):.2f} | {d.get('speed', 0):.1f} | {d.get('gas', 0):.2f} | {d.get('brake', 0):.2f} |"
+            )
     out += [
         "",
         f"C's evaluation `eval/{doc['tag']}`; ± is `np.std` over episodes in a run's row and over the per-run means in "

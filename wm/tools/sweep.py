@@ -107,12 +107,14 @@ def run_sweep(
             log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
             # the dream evaluator batches every episode in one graph: one process is fastest (wm/rollouts/dream.py)
             prog = Progress(len(seeds), f"τ {tau:g} dream")
-            rets, lens = play(scfg, src, "dream", theta, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
+            rets, lens, _ = play(scfg, src, "dream", theta, seeds, temperature=tau, workers=1, progress=prog.update, log=log)
             dream = summarize(rets, lens)
             if str(pfile) not in real_cache:
                 prog = Progress(len(seeds), f"τ {tau:g} real")
                 workers = worker_count(cfg.evaluate.workers)
-                rets, lens = play(scfg, src, "real", theta, seeds, workers=workers, progress=prog.update, log=log, pool=pool)
+                rets, lens, _ = play(
+                    scfg, src, "real", theta, seeds, workers=workers, progress=prog.update, log=log, pool=pool
+                )
                 real_cache[str(pfile)] = summarize(rets, lens)
             real = real_cache[str(pfile)]
             rows.append(
