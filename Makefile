@@ -27,7 +27,7 @@ demo: $(STAMP)
 	@echo "== the tiny preset cannot learn; a trained agent ships with the suite: wm/agents/doom_small_s2 (the small"
 	@echo "   preset on seed 2, 830.4 +- 477.1 over 100 real episodes as shipped; see its AGENT.md). 10 real episodes"
 	@echo "   of it, then the random policy on the same seeds:"
-	rm -rf runs/demo-agent && cp -r wm/agents/doom_small_s2 runs/demo-agent
+	rm -rf runs/demo-agent && $(PY) -m wm agents copy doom_small_s2 runs/demo-agent
 	$(PY) -m wm evaluate --run runs/demo-agent --episodes 10 --gifs 1 --force
 	$(PY) -m wm evaluate --run runs/demo-agent --random --episodes 10 --gifs 0
 	$(PY) -m wm results --runs runs/demo-agent --out runs/demo-agent/results --resamples 2000

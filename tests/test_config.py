@@ -15,7 +15,7 @@ def test_every_block_only_overrides_known_keys():
     for name, block in C.blocks().items():
         sections = block.get("for_env") or {}
         if not sections or default_env in sections:  # a block for other envs only is refused alone (below)
-            C.load([name])
+            C.load([name], [f"env.name={default_env}"])  # a recipe block alone names no env: refused without one
         for env in sections:  # and each per-env section after its env's block (named as the env, or naming it)
             env_blocks = [b for b, body in C.blocks().items() if b == env or (body.get("env") or {}).get("name") == env]
             assert env_blocks, f"block {name!r} has settings for {env!r}, which no env block names"
@@ -74,7 +74,7 @@ def test_paper_numbers_in_presets():
 
 def test_unknown_key_names_it_and_the_nearest():
     with pytest.raises(WMError, match=r"unknown config key 'vae.z_dimm'.*'vae.z_dim'"):
-        C.load(["tiny"], ["vae.z_dimm=3"])
+        C.load(["doom_takecover", "tiny"], ["vae.z_dimm=3"])
     with pytest.raises(WMError, match=r"unknown config block 'doom'.*doom_takecover"):
         C.load(["doom"])
 
@@ -98,7 +98,7 @@ def test_casts_to_default_type():
 def test_yaml_file_as_block(tmp_path):
     p = tmp_path / "mine.yaml"
     p.write_text(yaml.safe_dump({"vae": {"epochs": 7}}))
-    assert C.load(["tiny", str(p)]).vae.epochs == 7
+    assert C.load(["doom_takecover", "tiny", str(p)]).vae.epochs == 7
     p.write_text(yaml.safe_dump({"vae": {"epoch": 7}}))
     with pytest.raises(WMError, match="vae.epoch"):
         C.load([str(p)])
@@ -143,3 +143,10 @@ def test_retired_key_at_its_default_is_dropped_and_any_other_value_refused(tmp_p
     # a retired key is never in the defaults (else the table lies)
     flat = C.flatten(C.defaults().to_dict())
     assert not [k for k in RETIRED if k in flat]
+
+
+@pytest.mark.parametrize("names", [["small"], ["tiny"], ["small", "dream"]])
+def test_a_size_preset_without_an_env_is_refused_naming_the_env_blocks(names):
+    with pytest.raises(WMError, match=r"names no env: put the env.s block first, e.g. --configs doom_takecover .*carracing"):
+        C.load(names)
+    assert C.load(["tiny"], ["env.name=gym:CartPole-v1", "env.actions=discrete:2"]).env.name == "gym:CartPole-v1"

@@ -242,6 +242,10 @@ def test_a_refused_force_keeps_the_stage_done(tmp_path, capsys):
     assert cli.main(["evaluate", "--run", str(run.path), "--episodes", "-3", "--force"]) == 2
     assert "--episodes must be >= 1" in _one_error_line(capsys)
     assert _tree(tmp_path) == before and run.state("evaluate") == "done"
+    # refused by the stage itself, after the CLI cleared DONE for the redo: DONE comes back
+    assert cli.main(["evaluate", "--run", str(run.path), "--params", str(tmp_path / "nosuch.npz"), "--force"]) == 2
+    _one_error_line(capsys)
+    assert _tree(tmp_path) == before and run.state("evaluate") == "done"
 
 
 @pytest.mark.parametrize("verb", ["collect", "pipeline"])
@@ -280,6 +284,16 @@ def test_a_killed_runs_own_lock_is_reclaimed_silently(tmp_path, capsys):
     with run.lock("collect"):
         assert run.lock_owner("collect") == os.getpid()
     assert "took over" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("episodes", ["0", "-3"])
+def test_episodes_below_one_are_refused_before_anything_else(tmp_path, capsys, episodes):
+    run = _run(tmp_path)
+    run.mark_done("evaluate", {})
+    before = _tree(tmp_path)
+    assert cli.main(["evaluate", "--run", str(run.path), "--episodes", episodes]) == 2  # not "already done"
+    assert f"--episodes must be >= 1, got {episodes}" in _one_error_line(capsys)
+    assert _tree(tmp_path) == before
 
 
 def test_play_serve_answers_a_malformed_request_and_serves_on():

@@ -306,7 +306,7 @@ def refuse_writes_into_the_package(args: argparse.Namespace) -> None:
             name = path.relative_to(agents).parts[0] if path != agents else "doom_small_s2"
             raise WMError(
                 f"{where} is inside the package's shipped agents (read-only): copy it out first, "
-                f"e.g. cp -r {agents / name} runs/{name}, then run {args.verb} on runs/{name}"
+                f"e.g. wm agents copy {name} runs/{name}, then run {args.verb} on runs/{name}"
             )
 
 

@@ -12,7 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 HELP = """\
-[b]World Models terminal UI[/b]  (python -m tui RUN_DIR)
+[b]World Models terminal UI[/b]  (wm tui RUN_DIR)
 
 [b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] name a new run
 [b]Stages[/b]    ↑/↓ choose a stage (states re-read from the run dir each second)

@@ -432,6 +432,29 @@ def env_first(names: list[str], available: Mapping[str, Mapping[str, Any]]) -> l
     return envs + [n for n in names if n not in envs]
 
 
+def _refuse_without_env(names: list[str], available: Mapping[str, Mapping[str, Any]], overrides: Mapping[str, Any]) -> None:
+    """A recipe block (`tiny`, `small`) is a size for a game: without the game's block (or `env.name` from a file or
+    `--set`) it would silently take base.yaml's defaults for the env (another preprocessing, other workers), which is
+    not the recipe any page reports."""
+    sets_env = "env.name" in flatten(overrides)
+    recipes = []
+    for name in names:
+        path = Path(name)
+        if name.endswith((".yaml", ".yml")) and path.exists():
+            sets_env = sets_env or "env.name" in flatten(_load_yaml(path))
+        elif "name" in ((available.get(name) or {}).get("env") or {}):
+            sets_env = True
+        elif name in available:
+            recipes.append(name)
+    if recipes and not sets_env:
+        envs = sorted(n for n, b in available.items() if "name" in ((b or {}).get("env") or {}))
+        example = "doom_takecover" if "doom_takecover" in envs else envs[0]
+        raise WMError(
+            f"--configs {' '.join(names)} names no env: put the env's block first, e.g. --configs {example} "
+            f"{' '.join(names)} (env blocks: {', '.join(envs)}), or set env.name"
+        )
+
+
 def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CONFIG_DIR) -> Config:
     """Resolve a config: defaults, the env block, then the other named blocks left to right, then `--set` overrides;
     refused when a value breaks its key's `RULES`.
@@ -443,6 +466,8 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
     cfg = defaults(config_dir)
     available = blocks(config_dir)
     per_env: list[tuple[str, str]] = []  # (block, env its for_env section was applied for)
+    overrides = parse_set(sets or [])
+    _refuse_without_env(names, available, overrides)
     for name in env_first(names, available):
         path = Path(name)
         if name.endswith((".yaml", ".yml")) and path.exists():
@@ -455,7 +480,7 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
             raise WMError(
                 f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})"
             )
-    cfg = update(cfg, parse_set(sets or []), source="--set")
+    cfg = update(cfg, overrides, source="--set")
     for name, env in per_env:
         if str(cfg.env.name) != env:
             raise WMError(

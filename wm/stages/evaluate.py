@@ -70,6 +70,13 @@ class Options:
     gifs: int | None = None  # GIFs of the first N episodes; None: evaluate.gif_episodes
     tag: str | None = None  # results folder eval/<tag>; None: the mode's name
 
+    def __post_init__(self) -> None:
+        # checked when the flags are read, before the CLI looks at DONE or the run: `--episodes 0` is not "the
+        # config's 100", and `-3` is refused, not "already done"
+        for flag, value in (("--episodes", self.episodes), ("--gifs", self.gifs)):
+            if value is not None and value < (1 if flag == "--episodes" else 0):
+                raise WMError(f"{flag} must be >= {1 if flag == '--episodes' else 0}, got {value}")
+
 
 # its `[eval] 37/100 episodes … (12s, ETA 20s)` line is the progress line: the CLI adds none of its own
 OWN_PROGRESS = True
@@ -106,9 +113,7 @@ def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     kind = kind_of(opts.dream, opts.random)
     dream = kind in ("dream", "random-dream")
     tag = opts.tag or kind
-    episodes = opts.episodes or cfg.evaluate.episodes
-    if episodes < 1:
-        raise WMError(f"--episodes must be >= 1, got {episodes}")
+    episodes = int(cfg.evaluate.episodes if opts.episodes is None else opts.episodes)
     seeds = seed_list(cfg, episodes, opts.seed)
     temperature = opts.temperature
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None

@@ -215,7 +215,7 @@ def agent_md(info: dict[str, Any]) -> str:
             "",
             "Evaluate or play it like any run (copy the folder first: evaluation writes into it):",
             "",
-            "    cp -r THIS_FOLDER runs/agent && python -m wm evaluate --run runs/agent --episodes 10",
+            "    cp -r THIS_FOLDER runs/agent && wm evaluate --run runs/agent --episodes 10 --tag mine",
             "",
         ]
     )

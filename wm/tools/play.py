@@ -9,7 +9,7 @@ front ends over it:
 
 * a **pygame window** (this command, when a display exists): keys held are the action — Doom: ← / → (nothing when
   neither); CarRacing: ← / → steer, ↑ gas, ↓ brake — `r` restarts, `t`/`g` raise/lower τ in the dream, `q`/Esc quits;
-* the **TUI's play screen** (`p` on a run in `python -m tui`), which keeps TensorFlow out of the TUI by running this
+* the **TUI's play screen** (`p` on a run in `wm tui`), which keeps TensorFlow out of the TUI by running this
   command with `--serve`: JSON lines in (`{"op": "reset"}`, `{"op": "step", "keys": ["left"]}`, `{"op": "quit"}`),
   JSON lines out (step, score, done, τ and the frame as a base64 PNG).
 
@@ -325,7 +325,7 @@ def main(args: argparse.Namespace) -> int:
     if cfg is None:
         raise WMError(f"{run.path} is not a run directory (no config.yaml)")
     if not args.serve and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY") or sys.platform == "darwin"):
-        raise WMError("no display for the pygame window: use the TUI's play screen (`python -m tui RUN`, key p)")
+        raise WMError("no display for the pygame window: use the TUI's play screen (`wm tui RUN`, key p)")
     session = PlaySession(cfg, run, real=args.real, agent=args.agent, temperature=args.temperature, seed=args.seed)
     try:
         if args.serve:

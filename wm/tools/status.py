@@ -92,18 +92,15 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _exported(run: RunDir) -> str:
-    """What an exported agent's agent.json says it is (`wm export`), or "" for a run."""
+    """Where an exported agent came from (`wm export`'s agent.json), or "" for a run. Its score is its own evaluation's,
+    in the `evaluate` row: the one score of an agent (agent.json's, of the float32 weights it was trained with, stays
+    in its AGENT.md)."""
     from wm.core.bounded import read_json_or
 
     info = read_json_or(run.path / "agent.json")
     if not isinstance(info, dict):
         return ""
-    real = info.get("real") if isinstance(info.get("real"), dict) else {}
-    try:
-        score = f"; trained {real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']}" if "mean" in real else ""
-    except (KeyError, TypeError, ValueError):
-        score = ""
-    return f"{info.get('source', '?')}, {info.get('pass', '?')}{score}"
+    return f"{info.get('source', '?')}, {info.get('pass', '?')}"
 
 
 def _print_rows(run: RunDir, indent: str) -> None:
