@@ -291,7 +291,7 @@ def _progress(mod, run, cfg, verb: str, args: argparse.Namespace):
 
 
 # Verbs that only read the run they are given: they may open an agent shipped inside the package (wm/agents/).
-READS_ONLY = ("status", "play")
+READS_ONLY = ("status", "play", "reference")
 
 
 def refuse_writes_into_the_package(args: argparse.Namespace) -> None:

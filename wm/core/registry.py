@@ -282,6 +282,7 @@ TOOLS: tuple[Tool, ...] = (
         "export", "wm.tools.export", "write a run's trained agent (V, M, C, dream starts) as a small run dir, float16 weights"
     ),
     Tool("agents", "wm.tools.agents", "the trained agents shipped with the package: list them, or copy one to run on"),
+    Tool("reference", "wm.tools.reference", "is my run on track? its curves against its preset's recorded runs"),
     Tool("doctor", "wm.tools.doctor", "check this machine for runs: versions, GPUs, MPI, envs, disk"),
     Tool("tui", "wm.tui.__main__", "the terminal UI over a run directory or a folder of runs (Textual)"),
 )

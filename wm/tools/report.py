@@ -259,6 +259,7 @@ def render(run: RunDir) -> str:
     lines += rounds_section(run, pipeline)
     lines += checks_section(run, cfg)
     lines += _evaluation_lines(run, cfg, env)
+    lines += _standing_lines(run, cfg)
     lines += _sweep_lines(run, env)
     plots = make_plots(run)
     lines += ["", "## Training curves", ""]
@@ -298,6 +299,18 @@ def _stage_lines(run: RunDir, pipeline: Any) -> list[str]:
         fig = figures(figs, ", ") or "—"
         lines.append(f"| {verb} | {state} | {fig} | {duration(stage_time(run, verb, pipeline))} |")
     return lines
+
+
+def _standing_lines(run: RunDir, cfg: Any) -> list[str]:
+    """Where the run stands against its preset's recorded runs (`wm reference`), when there are some."""
+    from wm.tools.reference import describe, standing
+
+    ref, found = standing(run, cfg)
+    if ref is None or not found:
+        return []
+    return ["", "## Against the recorded runs", "", f"Its preset's {describe(ref)} (`wm reference`):", ""] + [
+        f"- {line}" for line in found
+    ]
 
 
 def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:

@@ -65,6 +65,7 @@ def main(args: argparse.Namespace) -> int:
     if agent:
         print(f"  an exported agent ({agent}): V, M, C and the dream's starts, no episodes of its own")
     _print_rows(run, "  ")
+    _print_standing(run, cfg)
     checks = round_checks(run)
     for child in round_dirs(run.path):
         print(f"  {child.name} (iterative training, {child})")
@@ -101,6 +102,17 @@ def _exported(run: RunDir) -> str:
     if not isinstance(info, dict):
         return ""
     return f"{info.get('source', '?')}, {info.get('pass', '?')}"
+
+
+def _print_standing(run: RunDir, cfg: Any) -> None:
+    """Is the run on track? Its curves against its preset's recorded runs (`wm reference`), when there are some."""
+    from wm.tools.reference import describe, standing
+
+    ref, lines = standing(run, cfg)
+    if ref is not None and lines:
+        print(f"  against {describe(ref)} (wm reference):")
+        for line in lines:
+            print(f"    {line}")
 
 
 def _print_rows(run: RunDir, indent: str) -> None:
