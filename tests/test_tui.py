@@ -626,8 +626,9 @@ def rounds_cfg():
 
 
 def test_rounds_view_follows_rounds_json(tmp_path):
-    """The Rounds pane (R, only for a run with rounds): each pass's dream and real check side by side, the final check,
-    "exploits the dream", the result marked, the random check and why the rounds stopped; it follows rounds.json."""
+    """The Rounds pane (R): for a run without rounds its single pass and why; then each pass's dream and real check side
+    by side, the final check, "exploits the dream", the result marked, the random check and why the rounds stopped;
+    it follows rounds.json."""
     run = make_run(tmp_path)
     cfg = rounds_cfg()
 
@@ -636,10 +637,12 @@ def test_rounds_view_follows_rounds_json(tmp_path):
         async with app.run_test(size=SIZE) as pilot:
             await wait_until(pilot, lambda: cells(app, "collect")[2] != "")
             rs = screen(app)
-            assert rs.rounds is None and rs.check_action("tab", ("rounds",)) is False
-            assert rs.query_one("#panes").get_tab("rounds").has_class("-hidden")
-            await pilot.press("R")  # no rounds: nothing to show
-            assert rs.query_one("#panes").active == "output"
+            await wait_until(pilot, lambda: rs.rounds is not None)
+            assert rs.check_action("tab", ("rounds",)) is True
+            await pilot.press("R")  # no rounds: the pane says why, beside the single pass
+            await wait_until(pilot, lambda: rs.query_one("#panes").active == "rounds")
+            assert "this run has no rounds" in str(rs.query_one("#rounds-note").render())
+            assert [str(c) for c in rs.query_one("#rounds-table").get_row("single pass")][1] == "single pass"
             (run.path / "round1").mkdir()
             write_rounds(
                 run,
@@ -651,7 +654,7 @@ def test_rounds_view_follows_rounds_json(tmp_path):
                 None,
                 random=120.0,
             )
-            await wait_until(pilot, lambda: rs.rounds is not None)
+            await wait_until(pilot, lambda: rs.rounds is not None and rs.rounds.source == "rounds.json")
             assert not rs.query_one("#panes").get_tab("rounds").has_class("-hidden")
             await pilot.press("R")
             await wait_until(pilot, lambda: rs.query_one("#panes").active == "rounds")
@@ -686,7 +689,8 @@ def test_rounds_view_follows_rounds_json(tmp_path):
 
 def test_rounds_without_rounds_json_show_the_passes_evaluations(tmp_path):
     run = make_run(tmp_path)
-    assert read_rounds(run) is None  # no rounds: no view
+    alone = read_rounds(run)  # no rounds: the single pass, and why
+    assert alone.rows == [("single pass", "—", "—", "", "the result")] and "no rounds" in alone.notes[0]
     r1 = RunDir(run.path / "round1")
     for where, tag, mean in ((run, "real", 300.0), (r1, "real", 450.0), (r1, "dream", 800.0)):
         where.eval_dir(tag).mkdir(parents=True, exist_ok=True)

@@ -199,13 +199,23 @@ def _summary(path: Path) -> str:
 
 def read_rounds(run: RunDir) -> RoundsTable | None:
     """What round control recorded (`rounds.json`: `wm.rounds.record.round_checks`), or without it the round dirs'
-    own evaluations; None for a run with neither (no rounds view). Blocking reads: call it from a thread."""
+    own evaluations; for a run with neither, its single pass and why it has no rounds. Blocking reads: call it from
+    a thread."""
     from wm.rounds.record import final_more_episodes, round_checks
 
     rounds = round_dirs(run.path)
     checks = round_checks(run)
     if checks is None and not rounds:
-        return None
+        table = RoundsTable("eval", result="single pass")
+        dream, real = _summary(run.eval_summary("dream")), _summary(run.eval_summary())
+        table.rows.append(("single pass", dream, real, "", "the result"))
+        table.notes = [
+            "this run has no rounds: a single pass (iterate.rounds is 0, or no round has started yet). Iterative "
+            "training, the paper's section 5, adds rounds of episodes played by the last C (the Doom small preset "
+            "runs up to 9 under round control): docs/guide/rounds.md",
+            f"dream = eval/dream, real = {run.eval_summary().relative_to(run.path)}",
+        ]
+        return table
     if checks is None:
         from wm.rounds.record import result_pass
 

@@ -11,46 +11,47 @@ from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
-HELP = """\
-[b]World Models terminal UI[/b]  (wm tui RUN_DIR)
-
-[b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] name a new run
-[b]Stages[/b]    ↑/↓ choose a stage (states re-read from the run dir each second)
-  [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks (collect,
-     train-controller, evaluate); evaluate's form picks the real game, the
-     dream, the random policy or the τ sweep, and --episodes; the form shows
-     the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)
-  [b]r[/b]  resume a resumable stage (same form, stored config)
-  [b]s[/b]  stop: asks, then SIGTERM to its process group (it checkpoints;
-     resume later)
-  [b]o[/b] output  [b]m[/b] metrics  [b]i[/b] media  [b]g[/b] logs/<stage>.log  [b]c[/b] config
-     (output: the stage's log file when it ran from a shell or the pipeline)
-  [b]p[/b]  play in the run's dream (←/→, r restart, t/g τ), [b]w[/b] watch its C there
-  [b]esc[/b] back to the run list
-[b]The run[/b]
-  [b]P[/b]  launch the pipeline: every stage, then its rounds (same form:
-     blocks, --set, --mpi N, --force, --demo)
-  [b]O[/b]  the pipeline's output   [b]S[/b]  stop the pipeline (asks first)
-  [b]R[/b]  rounds: each pass's dream score and real check, the final check,
-     the result (★), the random check, why the rounds stopped
-  [b]T[/b]  tools: the run's report, or the result table over this run and
-     others (results --runs … --out … --plot); [b]U[/b] the tool's output
-[b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)
-          [b]tab[/b] moves focus between the stage table and the panes
-          [b]ctrl+p[/b] the command palette (themes, screenshot, keys)
-The footer shows the keys that act now: l and r while the selected stage
-is not running (r when it is resumable), s while it runs, S while the
-pipeline launched here runs.
-
-Stages run as `python -m wm <verb> ...` in their own process group and
-write their output to logs/<stage>.console (the pipeline to
-logs/pipeline.console): a stage left running after quitting keeps going,
-and its output is shown again when you come back.
-"""
+# One line per key, no hard wraps: the help box wraps each to its own width (a line broken for one width wrapped
+# again in a narrower box, and left a ragged column in a wider one).
+HELP = "\n".join(
+    [
+        "[b]World Models terminal UI[/b]  (wm tui RUN_DIR)",
+        "",
+        "[b]Runs[/b]      ↑/↓ choose a run, [b]enter[/b] open it, [b]n[/b] name a new run",
+        "[b]Stages[/b]    ↑/↓ choose a stage (states re-read from the run dir each second)",
+        "  [b]l[/b]  launch it: config blocks, --set overrides, MPI ranks (collect, train-controller, evaluate); "
+        "evaluate's form picks the real game, the dream, the random policy or the τ sweep, and --episodes; the form "
+        "shows the resolved config first ([b]enter[/b] launches, [b]esc[/b] cancels)",
+        "  [b]r[/b]  resume a resumable stage (same form, stored config)",
+        "  [b]s[/b]  stop: asks, then SIGTERM to its process group (it checkpoints; resume later)",
+        "  [b]o[/b] output  [b]m[/b] metrics  [b]i[/b] media  [b]g[/b] logs/<stage>.log  [b]c[/b] config "
+        "(output: the stage's log file when it ran from a shell or the pipeline)",
+        "  [b]p[/b]  play in the run's dream (←/→, r restart, t/g τ), [b]w[/b] watch its C there",
+        "  [b]esc[/b] back to the run list",
+        "[b]The run[/b]",
+        "  [b]P[/b]  launch the pipeline: every stage, then its rounds (same form: blocks, --set, --mpi N, --force, --demo)",
+        "  [b]O[/b]  the pipeline's output   [b]S[/b]  stop the pipeline (asks first)",
+        "  [b]R[/b]  rounds: each pass's dream score and real check, the final check, the result (★), the random "
+        "check, why the rounds stopped (a run without rounds: its single pass, and why)",
+        "  [b]T[/b]  tools: the run's report, or the result table over this run and others (results --runs … --out … "
+        "--plot); [b]U[/b] the tool's output",
+        "[b]Anywhere[/b]  [b]?[/b] help  [b]q[/b] quit (asks about stages still running)",
+        "  [b]tab[/b] moves focus between the stage table and the panes",
+        "  [b]ctrl+p[/b] the command palette (themes, screenshot, keys)",
+        "",
+        "The footer shows the keys that act now: l and r while the selected stage is not running (r when it is "
+        "resumable), s while it runs, S while the pipeline launched here runs.",
+        "",
+        "Stages run as `python -m wm <verb> ...` in their own process group and write their output to "
+        "logs/<stage>.console (the pipeline to logs/pipeline.console): a stage left running after quitting keeps "
+        "going, and its output is shown again when you come back.",
+        "",
+    ]
+)
 
 
 class HelpScreen(ModalScreen[None]):
-    """Key bindings and what the UI does."""
+    """Key bindings and what the UI does: one line per key, wrapped by the box to its width."""
 
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
 

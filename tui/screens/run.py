@@ -71,7 +71,7 @@ class RunScreen(Screen[None]):
         Binding("i", "tab('media')", "Media", show=False),
         Binding("g", "tab('logfile')", "Log", show=False),
         Binding("c", "tab('config')", "Config", show=False),
-        Binding("R", "tab('rounds')", "Rounds", show=False),  # only when the run has rounds (check_action)
+        Binding("R", "tab('rounds')", "Rounds", show=False),  # a run without rounds: its single pass and why
         Binding("O", "tab('pipeline')", "Pipeline output", show=False),
         Binding("U", "tab('tool')", "Tool output", show=False),  # once a tool was launched here (check_action)
         Binding("w", "play(True)", "Watch C", show=False),
@@ -290,7 +290,7 @@ class RunScreen(Screen[None]):
             self.query_one("#pipeline-status", Static).update(text)
 
     def show_rounds(self, rounds: RoundsTable | None) -> None:
-        """The Rounds pane: one row per pass, the notes under them; the pane (and `R`) only for a run with rounds."""
+        """The Rounds pane: one row per pass, the notes under them (a run without rounds: its single pass and why)."""
         if rounds == self.rounds:
             return
         had, self.rounds = self.rounds is not None, rounds
@@ -325,7 +325,7 @@ class RunScreen(Screen[None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Keys that would not act now are hidden from the footer and do nothing: l and r only while the selected
         stage is not running (r only when it is resumable), s only while it is; P only while no pipeline launched
-        from here runs, S only while one does; R (the Rounds pane) only for a run with rounds."""
+        from here runs, S only while one does; R (the Rounds pane) once the run has been read."""
         if action == "tab" and parameters == ("rounds",):
             return self.rounds is not None
         if action == "tab" and parameters == ("tool",):

@@ -83,6 +83,8 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
 
 def main(args: argparse.Namespace) -> int:
     # parsed once, before anything touches the run dir; every ranked start (the first pass's, the rounds') uses it
+    if args.mpi == 1 or args.mpi < 0:
+        raise WMError(f"--mpi must be 0 (no MPI) or >= 2 (rank 0 dispatches, the others play), got {args.mpi}")
     args.mpi_launcher = launcher_from_args(args)
     run = RunDir(args.run)
     if not args.configs:  # only --configs starts a run: a typo in --run must not start hours of work from the defaults
@@ -152,5 +154,6 @@ def main(args: argparse.Namespace) -> int:
             subprocess.run([sys.executable, "-m", "wm", *verb_args, "--run", str(where.path)], check=True)
         _demo_table(run, rounds)
     total = time.time() - t0
-    print(f"pipeline finished in {duration(total)}: " + ", ".join(f"{k} {duration(v)}" for k, v in timings.items()))
+    ran = ", ".join(f"{k} {duration(v)}" for k, v in timings.items())
+    print(f"pipeline finished in {duration(total)}: {ran}" if ran else f"pipeline: every stage of {run.path} was done already")
     return 0
