@@ -913,3 +913,20 @@ def test_tools_form_launches_report_and_results_and_shows_their_output(tmp_path)
             assert "results" in str(screen(app).query_one("#panes").get_tab("tool").label)
 
     asyncio.run(main())
+
+
+def test_the_launch_form_shows_every_config_block_at_80x24(tmp_path):
+    """Every block (the envs and the recipes small, tiny, dream) is in view at 80×24, without a scroll bar."""
+    run = make_run(tmp_path)
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.press("l")
+            await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
+            blocks = app.screen.query_one("#blocks")
+            await pilot.pause()
+            assert blocks.option_count == len(C.blocks()) >= 7 and blocks.max_scroll_y == 0
+            assert app.screen.query_one("#go").region.bottom <= SIZE[1]  # the launch button still on screen
+
+    asyncio.run(main())
