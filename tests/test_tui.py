@@ -930,3 +930,27 @@ def test_the_launch_form_shows_every_config_block_at_80x24(tmp_path):
             assert app.screen.query_one("#go").region.bottom <= SIZE[1]  # the launch button still on screen
 
     asyncio.run(main())
+
+
+def test_a_long_log_line_wraps_in_the_pane_instead_of_being_cut():
+    from textual.app import App
+    from wm.tui.widgets.follow_log import FollowLog
+
+    class One(App):
+        def compose(self):
+            yield FollowLog(id="log")
+
+    async def main():
+        app = One()
+        async with app.run_test(size=SIZE) as pilot:
+            log = app.query_one("#log", FollowLog)
+            await pilot.pause()
+            line = "error: " + " ".join(f"word{i}" for i in range(60))  # ≈ 430 characters
+            log.write_line("short")
+            log.write_line(line)
+            width = log.scrollable_content_region.width
+            assert log.lines[0] == "short" and len(log.lines) > 5
+            assert all(len(x) < width for x in log.lines) and log.max_scroll_x == 0
+            assert " ".join(x.strip() for x in log.lines[1:]) == line
+
+    asyncio.run(main())

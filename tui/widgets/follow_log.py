@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from pathlib import Path
 
 from textual import work
@@ -32,6 +33,16 @@ class FollowLog(Log):
         super().__init__(max_lines=max_lines, id=id)
         self.poll = poll
         self.path: Path | None = None
+
+    def write_line(self, line: str, scroll_end: bool | None = None) -> FollowLog:
+        """A line longer than the pane is wide is wrapped onto the next rows (indented by two), not cut at the edge:
+        a stage's error line names the file and the fix at its end. The width is the pane's when the line arrives."""
+        width = self.scrollable_content_region.width - 1
+        if width < 20 or len(line) <= width:
+            return super().write_line(line, scroll_end)
+        for i, part in enumerate(textwrap.wrap(line, width, subsequent_indent="  ", drop_whitespace=False) or [line]):
+            super().write_line(part if i == 0 else part.rstrip(), scroll_end)
+        return self
 
     @work(exclusive=True, group="follow", exit_on_error=False)
     async def follow(self, path: Path, empty: str = "", note: str = "") -> None:
