@@ -43,8 +43,8 @@ def add_run_args(p: argparse.ArgumentParser, configs_required: bool = False) -> 
         nargs="+",
         default=[],
         metavar="BLOCK",
-        help="config blocks over configs/base.yaml: the env's block first, then the others left to right "
-        "(e.g. doom_takecover tiny); "
+        help="config blocks over the defaults (`wm config --blocks` lists them, `wm config --configs …` shows the "
+        "result): the env's block first, then the others left to right (e.g. doom_takecover tiny); "
         "default: the run's stored config.yaml",
     )
     p.add_argument("--run", required=True, help="run directory, e.g. runs/doom")

@@ -281,6 +281,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "export", "wm.tools.export", "write a run's trained agent (V, M, C, dream starts) as a small run dir, float16 weights"
     ),
+    Tool("config", "wm.tools.config_show", "print the resolved config of --configs/--set (or a run's), each key with its why"),
     Tool("agents", "wm.tools.agents", "the trained agents shipped with the package: list them, or copy one to run on"),
     Tool("reference", "wm.tools.reference", "is my run on track? its curves against its preset's recorded runs"),
     Tool("doctor", "wm.tools.doctor", "check this machine for runs: versions, GPUs, MPI, envs, disk"),
