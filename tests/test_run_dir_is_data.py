@@ -325,3 +325,27 @@ def test_an_env_that_cannot_be_built_in_evaluates_workers_is_one_line(tmp_path, 
     assert cli.main(argv + sets) == 2
     err = capfd.readouterr().err
     assert "error: gymnasium cannot make 'NoSuchEnv-v0'" in err and "Traceback" not in err, err
+
+
+def test_a_killed_runs_torn_lock_temporaries_are_removed_a_live_ones_kept(tmp_path):
+    import socket
+
+    run = _run(tmp_path)
+    folder = run.stage_dir("collect")
+    folder.mkdir(parents=True, exist_ok=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        for name, pid in (("dead", dead.pid), ("live", live.pid)):
+            rec = {"pid": pid, "host": socket.gethostname(), "started": time.time()}
+            (folder / f".tmp-LOCK-{name}").write_text(json.dumps(rec))
+        assert [p.name for p in run.remove_temporaries("collect")] == [".tmp-LOCK-dead"]  # fresh, but its writer died
+        assert (folder / ".tmp-LOCK-live").exists()  # another command's attempt at the LOCK
+        (folder / ".tmp-LOCK-dead").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname()}))
+        with run.lock("collect"):
+            pass
+        assert sorted(p.name for p in folder.iterdir()) == [".tmp-LOCK-live"]  # swept when the stage ends
+    finally:
+        live.kill()
+        live.wait()

@@ -259,6 +259,22 @@ class _Refresh:
         self.thread.join()
 
 
+def _dead_lock_temp(p: Path) -> bool:
+    """Whether a `.tmp-LOCK-*` file is a dead writer's leftover: its record names a process of this host that is gone
+    (or this one), or, unreadable or another host's, it is over a minute old."""
+    try:
+        rec = json.loads(p.read_text() or "{}")
+        pid, host = int(rec.get("pid", 0) or 0), str(rec.get("host", ""))
+    except (OSError, ValueError, AttributeError, TypeError):
+        pid, host = 0, ""
+    if pid and host == socket.gethostname():
+        return pid == os.getpid() or not _pid_alive(pid)
+    try:
+        return time.time() - p.stat().st_mtime >= 60
+    except OSError:
+        return False
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -505,6 +521,12 @@ class RunDir:
         finally:
             if self.lock_owner(key) == os.getpid():
                 lock.unlink(missing_ok=True)
+                # a LOCK refresh or take-over torn by a kill -9 of an earlier run of this stage (a rerun soon after
+                # the kill kept it while it could have been a live command's)
+                for p in folder.glob(".tmp-LOCK-*"):
+                    if _dead_lock_temp(p):
+                        with contextlib.suppress(OSError):
+                            p.unlink()
             if not ok:
                 for d in created:  # deepest first; only empty ones go
                     with contextlib.suppress(OSError):
@@ -549,8 +571,8 @@ class RunDir:
         removed = []
         for p in found:
             with contextlib.suppress(FileNotFoundError):
-                # a fresh `.tmp-LOCK-*` is another command's attempt at the LOCK (it is about to be refused)
-                if p.name.startswith(".tmp-LOCK-") and time.time() - p.stat().st_mtime < 60:
+                # a `.tmp-LOCK-*` of a live process is another command's attempt at the LOCK (about to be refused)
+                if p.name.startswith(".tmp-LOCK-") and not _dead_lock_temp(p):
                     continue
                 if p.is_file() or p.is_symlink():
                     p.unlink()
