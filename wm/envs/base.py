@@ -38,6 +38,11 @@ class FrameEnv(gym.Env):
     def _reset_inner(self, seed: int | None) -> np.ndarray:
         raise NotImplementedError
 
+    def progress(self) -> int:
+        """How far along its course the episode has come, for a training budget that ends an episode making no
+        progress (`es.no_progress_steps`): CarRacing's visited tiles; 0 for an env without a course."""
+        return 0
+
     def episode_figures(self) -> dict[str, float]:
         """What the env measured of the episode so far beside its return (CarRacing: tiles, lap, speed, gas, brake),
         recorded per evaluation episode; {} for an env that measures nothing more."""

@@ -95,6 +95,9 @@ class CarRacingEnv(FrameEnv):
         self.drive.step(self.inner, action, info)
         return obs, reward, terminated, truncated
 
+    def progress(self) -> int:
+        return int(self.inner.tile_visited_count)
+
     def episode_figures(self) -> dict[str, float]:
         return self.drive.figures(self.inner)
 

@@ -74,11 +74,6 @@ def nonfinite_names(bits: int) -> str:
     return ", ".join(name for i, name in enumerate(NONFINITE) if int(bits) >> i & 1)
 
 
-def _tiles(env: Any) -> int:
-    """Track tiles CarRacing has counted as visited (gymnasium's `tile_visited_count`)."""
-    return int(env.inner.tile_visited_count)
-
-
 @dataclass
 class _Slots:
     """The episodes of one `RealEvaluator.evaluate`: the queue of (member, seed) jobs and each env slot's state."""
@@ -259,7 +254,7 @@ class RealEvaluator:
                 if recording and rec_id[e] >= 0:
                     self.frames[rec_id[e]].append(info["raw"] if self.keep_raw else o)
                 if no_progress:
-                    seen = _tiles(env)
+                    seen = env.progress()
                     stalled[e] = 0 if seen > tiles[e] else stalled[e] + 1
                     tiles[e] = seen
                     trunc = trunc or stalled[e] >= no_progress
@@ -285,7 +280,7 @@ class RealEvaluator:
         env = self.envs[e]
         o, info = env.reset(seed=seed)
         s.obs[e], s.prm[e], s.fresh[e], s.ret[e], s.steps[e] = o, s.params[i], 1.0, 0.0, 0
-        s.tiles[e], s.stalled[e] = _tiles(env) if s.no_progress else 0, 0
+        s.tiles[e], s.stalled[e] = env.progress() if s.no_progress else 0, 0
         s.rngs[e] = np.random.default_rng(seed)
         s.rec_id[e] = -1
         if len(self.frames) < s.record:
