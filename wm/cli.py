@@ -315,7 +315,8 @@ def refuse_open_trees(args: argparse.Namespace) -> None:
     that leads out would carry the command's writes, appends, deletes and reads outside the run."""
     from wm.core.bounded import closed_tree
 
-    for where in (getattr(args, "run", None), *(getattr(args, "runs", None) or ())):
+    runs = getattr(args, "runs", None)  # results' run directories (doctor's --runs is the folder runs go to)
+    for where in (getattr(args, "run", None), *(runs if isinstance(runs, list) else ())):
         if where is not None and Path(where).is_dir():
             closed_tree(where)
 
