@@ -165,7 +165,7 @@ def check_h5(path: str | os.PathLike[str]) -> None:
     try:
         f = h5py.File(path, "r")
     except OSError as e:
-        raise WMError(f"cannot read {path} as weights: {str(e).splitlines()[0]}") from None
+        raise WMError(f"{path} is unreadable as weights: {str(e).splitlines()[0]}") from None
     bad: list[str] = []
     with f:
 

@@ -296,7 +296,7 @@ PATTERNS: dict[str, tuple[re.Pattern[str], str]] = {
     # gymnasium.make("module:Id") imports `module` (from the working directory too): a config, which a run directory
     # carries, may only name an env, never code (docs/guide/run-directory.md)
     "env.name": (
-        re.compile(r"[^:]+(:[^:]+)?"),
+        re.compile(r"[^:]*(:[^:]*)?"),
         "names code to import (the <family>:<module>:<id> form), which is refused: register your env in your own "
         "module, name that module in $WM_GYM_MODULES, and use the <family>:<id> form",
     ),
