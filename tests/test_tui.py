@@ -954,3 +954,26 @@ def test_a_long_log_line_wraps_in_the_pane_instead_of_being_cut():
             assert " ".join(x.strip() for x in log.lines[1:]) == line
 
     asyncio.run(main())
+
+
+def test_the_run_screen_says_where_the_run_stands_against_its_recorded_runs(tmp_path, monkeypatch):
+    """Under the stage table, a run of a preset with recorded runs (`wm reference`) reads where it stands."""
+    from wm.tools import reference
+
+    refs = tmp_path / "references"
+    refs.mkdir()
+    doc = {"name": "doom tiny", "blocks": ["doom_takecover", "tiny"], "version": "1", "runs": []}
+    doc["runs"] = [{"label": "r", "curves": {"es/mean": {"1": 10.0, "3": 30.0}}, "score": None}]
+    (refs / "doom-tiny.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(reference, "REFERENCE_DIR", refs)
+    run = make_run(tmp_path)
+    run.metrics_path("train-controller").write_text(json.dumps({"step": 2, "es/mean": 5.0}) + "\n")
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE) as pilot:
+            standing = screen(app).query_one("#standing")
+            await wait_until(pilot, lambda: standing.display)
+            assert "population mean 5 at generation 2: below the recorded run's 20 (worse)" in str(standing.render())
+
+    asyncio.run(main())

@@ -276,6 +276,7 @@ class RunSnapshot:
     config_text: str = NO_CONFIG
     error: str | None = None
     rounds: RoundsTable | None = None
+    standing: str = ""  # where the run stands against its preset's recorded runs (`wm reference`), "" without one
     outputs: dict[str, Path] = field(default_factory=dict)  # per stage: what its Output pane follows (`output_file`)
 
 
@@ -308,6 +309,10 @@ def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapsh
             for s in STAGES
         }
         snap.rounds = read_rounds(run)
+        from wm.tools.reference import describe, standing
+
+        ref, lines = standing(run)
+        snap.standing = f"against {describe(ref)}: " + "; ".join(lines) if ref is not None and lines else ""
     except Exception as e:
         errors.append(str(e) or type(e).__name__)
     if tail is not None:

@@ -133,6 +133,7 @@ class RunScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(id="run-title")
         yield DataTable(id="stages", cursor_type="row", zebra_stripes=False)
+        yield Static(id="standing", markup=False)  # is the run on track? (wm reference), hidden without a reference
         with TabbedContent(id="panes", initial="output"):
             with TabPane("Output", id="output"):
                 yield FollowLog(MAX_LINES, self.app.poll_interval / 4, id="output-log")
@@ -160,6 +161,7 @@ class RunScreen(Screen[None]):
         yield Footer(show_command_palette=False)  # ctrl+p still opens it (the help screen says so)
 
     def on_mount(self) -> None:
+        self.query_one("#standing", Static).display = False  # until a read finds the run's recorded runs
         table = self.query_one("#stages", DataTable)
         table.add_column(" ", key="mark", width=1)
         table.add_column("stage", key="stage", width=16)
@@ -253,6 +255,10 @@ class RunScreen(Screen[None]):
             if table.get_cell(verb, "figs") != text:  # the column grows (and shrinks) to its longest figures
                 table.update_cell(verb, "figs", text, update_width=True)
         self.show_pipeline()
+        standing = self.query_one("#standing", Static)
+        if str(standing.render()) != snap.standing:
+            standing.update(snap.standing)
+        standing.display = bool(snap.standing)
         self.show_rounds(snap.rounds)
         self.show_keys()
         if snap.outputs:
