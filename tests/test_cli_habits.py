@@ -180,3 +180,11 @@ def test_workers_zero_means_every_core_this_process_may_use(monkeypatch):
     assert C.load(["doom_takecover"]).collect.workers == 0 == C.load(["carracing"]).collect.workers
     assert C.load(["doom_takecover"]).evaluate.workers == 0 == C.load(["carracing"]).evaluate.workers
     assert C.load(["doom_takecover", "small"]).collect.workers == 2
+
+
+@pytest.mark.parametrize("ranks", ["1", "-2"])
+def test_pipeline_mpi_needs_two_ranks_or_none(tmp_path, capsys, ranks):
+    assert cli.main(["pipeline", "--configs", "doom_takecover", "tiny", "--run", str(tmp_path / "r"), "--mpi", ranks]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --mpi must be 0 (no MPI) or >= 2 (rank 0 dispatches, the others play), got {ranks}\n"
+    assert not (tmp_path / "r").exists()
