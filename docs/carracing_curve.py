@@ -1,6 +1,6 @@
-"""A CarRacing run's learning curve beside the paper's, by episodes played (docs/results/carracing-small.md).
+"""Redraws a CarRacing run's learning curve beside the paper's, by episodes played (docs/results/carracing-small.md).
 
-    python bench/carracing_curve.py --run runs/car_s0 --out docs/results/figures/carracing-small-s0-extended.png
+    python docs/carracing_curve.py --run runs/car_s0 --out docs/results/figures/carracing-small-s0-extended.png
 
 The run's checks of the CMA mean (`es/eval_mean`: es.eval_episodes training-side tracks every es.eval_every
 generations) and its population mean, against the paper's CMA mean over 1024 rollouts (docs/paper-settings.md §7:
