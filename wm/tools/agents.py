@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from wm.core.bounded import read_json_or
+from wm.core.copying import copy_tree
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, plain_mode
+from wm.core.rundir import RunDir
 
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
 
@@ -68,24 +67,7 @@ def copy(name: str, dest: Path) -> Path:
     if dest.exists():
         raise WMError(f"{dest} exists; choose another destination")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_name(f".tmp-{dest.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def plain_copy(a: str, b: str) -> None:
-        shutil.copyfile(a, b)
-        plain_mode(b)
-
-    try:
-        shutil.copytree(src, tmp, copy_function=plain_copy, ignore=shutil.ignore_patterns("LOCK", ".tmp-*", "__pycache__"))
-        for folder, dirs, _ in os.walk(tmp):
-            for d in dirs:
-                plain_mode(Path(folder) / d, folder=True)
-        plain_mode(tmp, folder=True)
-        tmp.rename(dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return dest
+    return copy_tree(src, dest)
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from wm.core.bounded import read_json
 from wm.core.config import Config, update
+from wm.core.copying import copy_tree
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher, add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
@@ -152,7 +153,8 @@ def tau_run_path(src: RunDir, tau: float) -> Path:
 
 def prepare_tau_run(src: RunDir, tau: float, dest: str | os.PathLike[str] | None = None) -> RunDir:
     """A run dir that trains C at τ on `src`'s data, V and M: the upstream stage folders are hard-linked copies
-    (`link_tree`), their metrics are copied (for the report) and `config.yaml` is `src`'s with `dream.temperature = τ`.
+    (`wm.core.copying.copy_tree`), their metrics are copied (for the report) and `config.yaml` is `src`'s with
+    `dream.temperature = τ`.
 
     The upstream stages must be DONE in `src`.
     """
@@ -190,29 +192,14 @@ def _shaping(cfg: Config) -> dict:
     return {k: v for k, v in flatten(cfg.to_dict()).items() if k.split(".")[0] not in skip}
 
 
-def link_tree(src: Path, dst: Path) -> None:
-    """`src` copied to `dst` as hard links (a copy where the file system has none), without LOCKs or temporaries: the
-    τ run shares the data's bytes but not its folders, so a run directory stays a closed tree (no link leads out) and
-    nothing the τ run writes (every write is a new file renamed into place) reaches the source."""
-    tmp = dst.with_name(f".tmp-{dst.name}")
-    shutil.rmtree(tmp, ignore_errors=True)
-
-    def link(a: str, b: str) -> None:
-        try:
-            os.link(a, b)
-        except OSError:
-            shutil.copy2(a, b)
-
-    shutil.copytree(src, tmp, copy_function=link, ignore=shutil.ignore_patterns("LOCK", ".tmp-*"))
-    tmp.rename(dst)
-
-
 def _make_tau_run(src: RunDir, cfg: Config, tau: float, dst: RunDir) -> RunDir:
     dst.path.mkdir(parents=True, exist_ok=True)
     for verb in (s.verb for s in stages_with_role("data", "world")):
         folder = dst.stage_dir(verb)
         if not folder.exists():
-            link_tree(src.stage_dir(verb), folder)
+            # hard links: the τ run shares the data's bytes but not its folders, so no link leads out of it and
+            # nothing it writes (every write is a new file renamed into place) reaches the source
+            copy_tree(src.stage_dir(verb), folder, hard_links=True)
         m = src.metrics_path(verb)
         if m.exists():
             dst.metrics_path(verb).parent.mkdir(parents=True, exist_ok=True)
