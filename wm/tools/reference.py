@@ -92,8 +92,31 @@ def _verdict(value: float, refs: list[float], lower_is_better: bool) -> str:
     return f"{side} every recorded run's {span}{tail}" if len(refs) > 1 else f"{side} {whose} {span}{tail}"
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+# standing() by the run's files as last read: the TUI asks every second, and the answer changes only when a metrics
+# file, the evaluation or the config does
+_STANDING: dict[tuple, tuple[dict[str, Any] | None, list[str]]] = {}
+
+
 def standing(run: RunDir, cfg: Config | None = None) -> tuple[dict[str, Any] | None, list[str]]:
     """(the reference, one line per curve the run has reached and the final score): where `run` stands."""
+    files = [run.config_path, run.eval_summary(), *(run.metrics_path(verb) for verb, _, _ in CURVES)]
+    key = (str(run.path.resolve()), cfg.hash() if cfg is not None else None, *(_stamp(p) for p in files))
+    if key not in _STANDING:
+        if len(_STANDING) > 256:
+            _STANDING.clear()
+        _STANDING[key] = _standing(run, cfg)
+    return _STANDING[key]
+
+
+def _standing(run: RunDir, cfg: Config | None) -> tuple[dict[str, Any] | None, list[str]]:
     cfg = cfg or run.load_config()
     ref = match(cfg) if cfg is not None else None
     if ref is None:
