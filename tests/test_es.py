@@ -57,6 +57,7 @@ def test_common_seeds_give_every_member_the_first_members_episodes(tmp_path, mon
     played: dict[str, list[np.ndarray]] = {"plain": [], "common": []}
     real = engine.make_tasks
     for name, common in (("plain", "false"), ("common", "true")):
+
         def spy(params, seeds, *a, _n=name):
             if np.shape(seeds) == (8, 2):  # a generation's tasks (es.chunk 8: one task), not the mean's checks
                 played[_n].append(np.array(seeds))
