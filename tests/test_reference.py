@@ -76,3 +76,25 @@ def test_a_reference_is_recorded_from_runs_of_its_preset(tmp_path, refs, capsys)
     assert doc["runs"][0]["curves"]["es/mean"] == {"1": 10.0, "2": 20.0} and doc["runs"][0]["score"] == 400.0
     assert cli.main([*argv[:-2], "doom_takecover", "small", "--version", "1", "--out", str(out)]) == 2
     assert "is not a run of --blocks doom_takecover small" in capsys.readouterr().err
+
+
+def test_the_report_draws_the_recorded_runs_span_behind_the_curve(tmp_path, refs, monkeypatch):
+    from wm.tools import plots, report
+
+    drawn: dict[str, dict] = {}
+    real = plots.line_figure
+
+    def spy(series, *a, bands=None, **kw):
+        drawn[kw.get("title", "")] = dict(bands or {})
+        return real(series, *a, bands=bands, **kw)
+
+    monkeypatch.setattr(plots, "line_figure", spy)
+    run = _run(tmp_path / "a", [50.0] * 12, {10: 230.0})
+    report.make_plots(run)
+    (title,) = [t for t in drawn if drawn[t]]
+    xs, lo, hi = drawn[title]["mean: recorded runs"]
+    # generation 10: 100 and 140; 20: 300 and 340 (the checks' span is the other band)
+    assert (xs, lo, hi) == ([10.0, 20.0], [100.0, 300.0], [140.0, 340.0])
+    assert drawn[title]["eval of mean: recorded runs"] == ([10.0], [200.0], [260.0])
+    fig = real({"a": ([1, 2], [1, 2])}, bands={"b": ([1, 2], [0, 1], [2, 3])})
+    assert len(fig.axes[0].collections) == 1 and fig.axes[0].get_legend_handles_labels()[1] == ["b", "a"]

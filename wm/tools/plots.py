@@ -31,6 +31,7 @@ WIDE = (800, 450)  # of the rounds, results and sweep figures, whose legend sits
 DPI = 100
 REAL, DREAM, RANDOM = "tab:blue", "tab:orange", "tab:gray"
 Series = Mapping[str, tuple[Sequence[float], Sequence[float]]]
+Bands = Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]]
 PaperTable = Mapping[float, tuple[tuple[float, float], tuple[float, float]]]  # τ → ((dream, std), (real, std))
 
 
@@ -85,10 +86,22 @@ def _num(v: Any) -> float:
 # ---------------------------------------------------------------- training curves
 
 
-def line_figure(series: Series, title: str = "", xlabel: str = "", ylabel: str = "", size: tuple[int, int] = SIZE) -> Figure:
-    """`series` ({name: (xs, ys)}) as lines on shared axes, one per series with points, with a legend."""
+def line_figure(
+    series: Series,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    size: tuple[int, int] = SIZE,
+    bands: Bands | None = None,
+) -> Figure:
+    """`series` ({name: (xs, ys)}) as lines on shared axes, one per series with points, with a legend; `bands`
+    ({label: (xs, lows, highs)}, e.g. the recorded runs' span of a curve) shaded behind them."""
     fig, ax = _figure(size, title, xlabel, ylabel)
     drawn = 0
+    for label, (xs, lo, hi) in (bands or {}).items():
+        x, y0, y1 = (np.asarray(v, float) for v in (xs, lo, hi))
+        ax.fill_between(x, y0, y1, alpha=0.18, color="0.4", label=label)
+        drawn += 1
     for name, (xs, ys) in series.items():
         x, y = np.asarray(xs, float), np.asarray(ys, float)
         if x.shape != y.shape:
@@ -107,10 +120,16 @@ def line_figure(series: Series, title: str = "", xlabel: str = "", ylabel: str =
 
 
 def line_plot(
-    path: str | Path, series: Series, title: str = "", xlabel: str = "", ylabel: str = "", size: tuple[int, int] = SIZE
+    path: str | Path,
+    series: Series,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+    size: tuple[int, int] = SIZE,
+    bands: Bands | None = None,
 ) -> Path:
     """Draw `series` with `line_figure` and write it atomically as a PNG at `path`."""
-    return save(line_figure(series, title=title, xlabel=xlabel, ylabel=ylabel, size=size), path)
+    return save(line_figure(series, title=title, xlabel=xlabel, ylabel=ylabel, size=size, bands=bands), path)
 
 
 # ---------------------------------------------------------------- iterative training

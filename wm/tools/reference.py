@@ -145,6 +145,21 @@ def _standing(run: RunDir, cfg: Config | None) -> tuple[dict[str, Any] | None, l
     return ref, lines
 
 
+def band(ref: dict[str, Any], key: str) -> tuple[list[float], list[float], list[float]] | None:
+    """The recorded runs' span of one curve, (steps, lowest, highest) at every step any of them recorded (each run
+    interpolated there, as `standing` reads it), over the steps at least one run reaches; None without the curve."""
+    curves = [c for c in (r.get("curves", {}).get(key) for r in ref.get("runs", [])) if c]
+    steps = sorted({float(s) for c in curves for s in c})
+    xs, lo, hi = [], [], []
+    for step in steps:
+        vals = [v for v in (_at(c, step) for c in curves) if v is not None]
+        if vals:
+            xs.append(step)
+            lo.append(min(vals))
+            hi.append(max(vals))
+    return (xs, lo, hi) if xs else None
+
+
 def describe(ref: dict[str, Any]) -> str:
     return f"{ref.get('name', '?')} version {ref.get('version', '?')}, {len(ref['runs'])} recorded runs"
 

@@ -72,9 +72,13 @@ def series_of(records: list[dict[str, Any]], key: str) -> tuple[list[float], lis
 
 
 def make_plots(run: RunDir) -> list[tuple[str, Path]]:
-    """Write the training-curve PNGs that have data; returns [(title, path)]."""
+    """Write the training-curve PNGs that have data; returns [(title, path)]. A curve its preset's recorded runs
+    have (`wm reference`) is drawn over their span, shaded."""
     from wm.tools.plots import line_plot
+    from wm.tools.reference import band, match
 
+    cfg = run.load_config()
+    ref = match(cfg) if cfg is not None else None
     out = []
     for st, plot in plots():
         records = read_jsonl(run.metrics_path(st.verb))
@@ -82,8 +86,9 @@ def make_plots(run: RunDir) -> list[tuple[str, Path]]:
         series = {k: v for k, v in series.items() if v[0]}
         if not series:
             continue
+        spans = {f"{name}: recorded runs": band(ref, key) for name, key in plot.series if ref and name in series}
         path = run.plots_dir / plot.file
-        line_plot(path, series, title=plot.title, xlabel=plot.xlabel)
+        line_plot(path, series, title=plot.title, xlabel=plot.xlabel, bands={k: v for k, v in spans.items() if v})
         out.append((plot.title, path))
     return out
 
