@@ -252,18 +252,26 @@ def test_doom_frames_cap_and_skill(mode):
 
 
 @pytest.mark.env
-def test_doom_env_makes_vizdoom_dir_before_the_game_starts(tmp_path, monkeypatch):
-    """Games starting at once race to create ./_vizdoom/ and the loser segfaults (the CI failure of a fresh clone):
-    the env creates it before the game's init, which happens at the first reset."""
+def test_a_doom_game_leaves_nothing_where_wm_runs(tmp_path, monkeypatch):
+    """ViZDoom's start writes ./_vizdoom/ and ./_vizdoom.ini: each game starts in its own private folder (two games
+    starting at once once raced on one ./_vizdoom/ and the loser segfaulted), removed when the env closes."""
+    import os
+
     from wm.envs import make_env
 
     monkeypatch.chdir(tmp_path)
-    env = make_env(load(["doom_takecover"], ["env.max_steps=5"]))
+    envs = [make_env(load(["doom_takecover"], ["env.max_steps=5"])) for _ in range(2)]
     try:
-        assert (tmp_path / "_vizdoom").is_dir()
-        env.reset(seed=1)
+        for env in envs:
+            env.reset(seed=1)
+            env.step(np.array([0.0], np.float32))
+        folders = [env.folder for env in envs]
+        assert len(set(folders)) == 2 and all(os.path.isdir(f) for f in folders)
+        assert os.getcwd() == str(tmp_path) and list(tmp_path.iterdir()) == []
     finally:
-        env.close()
+        for env in envs:
+            env.close()
+    assert not any(os.path.exists(f) for f in folders)
 
 
 @pytest.mark.env

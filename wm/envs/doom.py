@@ -16,6 +16,13 @@ in the env's own `button_map` (today 0 = none, 1 = RIGHT, 2 = LEFT) and checked 
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+
 import numpy as np
 
 from wm.core.config import Config
@@ -25,6 +32,27 @@ from wm.envs.preprocess import DOOM_CROP
 ACTION_DIM = 1
 THRESHOLD = 1.0 / 3.0  # PPQ mapping thresholds ±0.3333 (§1b)
 EPISODE_START_TIME = 14  # PPQ DOOM_SETTINGS (§1b)
+# one game's start at a time changes this process's working directory (`_in_folder`)
+_CWD = threading.Lock()
+
+
+@contextlib.contextmanager
+def _in_folder(folder: str) -> Iterator[None]:
+    """Run the block with `folder` as the working directory, then go back.
+
+    ViZDoom's start writes `./_vizdoom/` and `./_vizdoom.ini` into the working directory (its paths, no setting
+    moves the folder): each game starts in a fresh private folder instead, so `wm` leaves nothing where it is run
+    and two games starting at once no longer race on one `_vizdoom/` (the loser printed "Failed to create
+    ./_vizdoom/ directory: File exists" and segfaulted, 1 in 60 simultaneous starts). The paths the game uses after
+    its start are absolute. Another thread of this process that opens a relative path during the start (≈ 0.3 s)
+    finds an empty folder and fails, so a LOCK refresh or a progress line is skipped once, never misdirected."""
+    with _CWD:
+        back = os.getcwd()
+        os.chdir(folder)
+        try:
+            yield
+        finally:
+            os.chdir(back)
 
 
 def doom_choice(a: np.ndarray) -> np.ndarray:
@@ -37,15 +65,11 @@ class DoomTakeCoverEnv(FrameEnv):
     """VizdoomTakeCover-v1 with skill `cfg.env.doom_skill`, 64×64 frames and the ±1/3 action thresholds."""
 
     def __init__(self, cfg: Config, keep_raw: bool = False):
-        import os
-
         import gymnasium as gym
         import vizdoom.gymnasium_wrapper  # noqa: F401  (registers the Vizdoom* ids)
 
-        # ViZDoom's init creates ./_vizdoom/ if missing, and two games starting at once race on it: the loser prints
-        # "Failed to create ./_vizdoom/ directory: File exists" and segfaults (measured: 1 in 60 simultaneous starts).
-        os.makedirs("_vizdoom", exist_ok=True)
         super().__init__(cfg, DOOM_CROP, ACTION_DIM, keep_raw)
+        self.folder: str | None = None  # the game's private working folder, made at its start (the first reset)
         self.inner = gym.make(
             "VizdoomTakeCover-v1", doom_skill=int(cfg.env.doom_skill), episode_start_time=EPISODE_START_TIME
         ).unwrapped
@@ -56,7 +80,12 @@ class DoomTakeCoverEnv(FrameEnv):
         self.index = {-1: pressed.index(("MOVE_LEFT",)), 0: pressed.index(()), 1: pressed.index(("MOVE_RIGHT",))}
 
     def _reset_inner(self, seed: int | None) -> np.ndarray:
-        obs, _ = self.inner.reset(seed=seed)
+        if self.game.is_running():
+            obs, _ = self.inner.reset(seed=seed)
+        else:  # the first reset starts the game (the wrapper's `init`): in a private folder
+            self.folder = self.folder or tempfile.mkdtemp(prefix="wm-vizdoom-")
+            with _in_folder(self.folder):
+                obs, _ = self.inner.reset(seed=seed)
         return obs["screen"]
 
     def _step_inner(self, a: np.ndarray) -> tuple[np.ndarray, float, bool, bool]:
@@ -66,3 +95,6 @@ class DoomTakeCoverEnv(FrameEnv):
 
     def close(self) -> None:
         self.inner.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
