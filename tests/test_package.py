@@ -53,6 +53,8 @@ def test_the_wheel_installs_and_runs_from_another_directory(tmp_path, repo_root)
     status = _run([str(wm), "status", "--run", str(agent)], cwd=elsewhere)
     assert status.returncode == 0, status.stderr
     assert "evaluate          done         episodes 100  mean 830.4" in status.stdout
+    page = _run([str(wm), "docs", "--path", "docs/guide/gpu.md"], cwd=elsewhere)  # the pages the hints name, installed
+    assert page.returncode == 0 and "site-packages" in page.stdout and Path(page.stdout.strip()).is_file(), page
     blocks = _run([str(py), "-c", "from wm.core import config as C; print(C.load(['doom_takecover', 'tiny']).es.popsize)"])
     assert blocks.stdout.strip() == "8", blocks.stderr
     # nothing installs a generic top-level name

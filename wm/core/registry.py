@@ -285,6 +285,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("agents", "wm.tools.agents", "the trained agents shipped with the package: list them, or copy one to run on"),
     Tool("reference", "wm.tools.reference", "is my run on track? its curves against its preset's recorded runs"),
     Tool("doctor", "wm.tools.doctor", "check this machine for runs: versions, GPUs, MPI, envs, disk"),
+    Tool("docs", "wm.tools.docs", "the documentation, installed with the package: list the pages, or print one"),
     Tool("tui", "wm.tui.__main__", "the terminal UI over a run directory or a folder of runs (Textual)"),
 )
 

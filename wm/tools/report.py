@@ -279,7 +279,7 @@ def _config_lines(run: RunDir, cfg: Any) -> list[str]:
         f"# World Models run report: `{run.path.name}`",
         "",
         f"Env **{cfg.env.name}** · config hash `{cfg.hash()}` · written {time.strftime('%Y-%m-%d %H:%M')}. "
-        "Paper numbers: `docs/paper-settings.md` §9.",
+        "Paper numbers: `docs/paper-settings.md` §9 (`wm docs paper-settings`).",
         "",
         "## Configuration",
         "",
