@@ -1,6 +1,6 @@
 """Redraws docs/play_screen.png: the TUI's play screen watching the shipped agent in M's dream.
 
-Runs the real `python -m wm play --serve` on `wm/agents/doom_small_s2` in a 90×36 Textual pilot, waits for a frame,
+Runs the real `python -m wm play --serve` on `wm/agents/doom_small_s2` in a 112×36 Textual pilot (wide enough for the footer's keys), waits for a frame,
 saves Textual's SVG screenshot. Textual's headless driver makes textual-image pick its 4-shade fallback, so the
 half-block renderer (what a true-colour terminal without Kitty or Sixel graphics shows) is forced. PNG:
 `cairosvg` (not a dependency of the suite): `python -c "import cairosvg; cairosvg.svg2png(url='play_screen.svg',
@@ -26,7 +26,7 @@ from wm.tui.screens.play import PlayScreen  # noqa: E402
 
 async def main(frames: int, out: Path) -> None:
     app = WMApp(Path("wm/agents/doom_small_s2"), poll_interval=1.0)
-    async with app.run_test(size=(90, 36)) as pilot:
+    async with app.run_test(size=(112, 36)) as pilot:
         await pilot.pause(1.0)
         await pilot.press("w")  # watch C
         for _ in range(1200):
