@@ -24,8 +24,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -37,6 +35,7 @@ from packaging.version import InvalidVersion, Version
 from wm.core.launcher import Launcher, add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
 from wm.tools.pins import declared
+from wm.tools.probe import marked, probe_env, run_probe
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LOW_DISK_GB = 10.0
@@ -103,65 +102,6 @@ def shown(path: str | os.PathLike[str]) -> str:
 def pip(*specs: str) -> str:
     """The pip line that installs `specs` into this interpreter."""
     return f"{shown(interpreter())} -m pip install " + " ".join(shlex.quote(s) for s in specs)
-
-
-@dataclass(frozen=True)
-class Ran:
-    """A subprocess's exit status (None: killed at the timeout), stdout and stderr."""
-
-    rc: int | None
-    out: str
-    err: str
-
-    def last_error(self) -> str:
-        """The last non-empty line of stderr (a traceback's exception line), else of stdout."""
-        lines = [ln.strip() for ln in (self.err or self.out).splitlines() if ln.strip()]
-        return lines[-1][:200] if lines else "no output"
-
-
-def run_probe(argv: Sequence[str], timeout: float, cwd: str | None = None, env: dict[str, str] | None = None) -> Ran:
-    """Run `argv` in its own process group; at `timeout` seconds kill the whole group (an mpirun's ranks too)."""
-    try:
-        p = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as e:
-        return Ran(127, "", f"cannot start {argv[0]}: {e}")
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(p.pid, signal.SIGKILL)
-        try:
-            out, err = p.communicate(timeout=5)
-        except subprocess.TimeoutExpired:  # a child that left the group still holds the pipes: leave it the pipes
-            out, err = "", ""
-        return Ran(None, out, err)
-    return Ran(p.returncode, out, err)
-
-
-def _probe_env() -> dict[str, str]:
-    """The environment of a probe: this one, with the folder holding `wm` first on PYTHONPATH (a probe may run in
-    another working directory) and TensorFlow's C++ start-up lines muted."""
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ)
-    if not root.name.endswith("-packages"):  # a checkout: its root holds the package (an install is on sys.path)
-        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    return env
-
-
-def _marked(out: str, mark: str = "DOCTOR ") -> str | None:
-    """The text after the last line of `out` that starts with `mark` (a probe's answer among a library's noise)."""
-    found = [ln[len(mark) :] for ln in out.splitlines() if ln.startswith(mark)]
-    return found[-1] if found else None
 
 
 def _version(v: str | None) -> Version | None:
@@ -242,7 +182,7 @@ NO_GPU_WHY = (
 def check_gpu(opts: Options) -> Result:
     """The GPUs TensorFlow sees, its CUDA/cuDNN build, and whether memory growth can be set (every GPU process of
     the suite sets it), probed in a subprocess. No GPU is a warn: V and M then train on the CPU."""
-    ran = run_probe([interpreter(), "-c", GPU_PROBE], opts.timeout, env=_probe_env())
+    ran = run_probe([interpreter(), "-c", GPU_PROBE], opts.timeout, env=probe_env())
     fix = GPU_FIX.format(pip=pip(declared().spec("tensorflow", "and-cuda")))
     if ran.rc is None:
         return Result(
@@ -251,7 +191,7 @@ def check_gpu(opts: Options) -> Result:
             f"TensorFlow's GPU probe did not finish in {opts.timeout:g} s (a hanging CUDA driver or library)",
             f"check nvidia-smi and the driver; {fix}; CUDA_VISIBLE_DEVICES=-1 keeps a command off the GPU",
         )
-    answer = _marked(ran.out)
+    answer = marked(ran.out)
     if ran.rc != 0 or answer is None:
         return Result("gpu", FAIL, f"TensorFlow's GPU probe failed (exit {ran.rc}): {ran.last_error()}", fix)
     info = json.loads(answer)
@@ -317,11 +257,11 @@ def check_mpi(opts: Options) -> Result:
     `--launcher-args`, `WM_LAUNCHER`: `wm.core.launcher`): both ranks must print world size 2. World size 1 means
     mpi4py was built against another MPI than the launcher's."""
     py = interpreter()
-    lib = run_probe([py, "-c", MPI_LIBRARY], opts.timeout, env=_probe_env())
-    if lib.rc != 0 or _marked(lib.out) is None:
+    lib = run_probe([py, "-c", MPI_LIBRARY], opts.timeout, env=probe_env())
+    if lib.rc != 0 or marked(lib.out) is None:
         why = "did not answer in time" if lib.rc is None else f"does not load: {lib.last_error()}"
         return Result("mpi", FAIL, f"mpi4py's MPI {why}", pip(declared().spec("mpi4py"), declared().spec("mpich")))
-    library = _library_name(_marked(lib.out) or "")
+    library = _library_name(marked(lib.out) or "")
     launcher = opts.launcher or Launcher()
     argv = hello_argv(launcher, py)
     words = argv[: len(argv) - 3]  # the launcher's part
@@ -337,7 +277,7 @@ def check_mpi(opts: Options) -> Result:
         )
     where = " ".join([shown(words[0]), *words[1:]])
     own = launcher_library(words[0], opts.timeout) if launcher.kind != "template" else None
-    ran = run_probe(argv, opts.timeout, env=_probe_env())
+    ran = run_probe(argv, opts.timeout, env=probe_env())
     if ran.rc is None:
         return Result(
             "mpi",
@@ -395,8 +335,8 @@ def _step_env(name: str, blocks: Sequence[str], what: str, fix: str, opts: Optio
     """Build the env of config `blocks` headless in a subprocess (in a scratch folder: ViZDoom writes into its
     working directory), reset it and take 10 steps of a zero action."""
     with tempfile.TemporaryDirectory(prefix="wm-doctor-") as scratch:
-        ran = run_probe([interpreter(), "-c", ENV_PROBE, *blocks], opts.timeout, cwd=scratch, env=_probe_env())
-    answer = _marked(ran.out)
+        ran = run_probe([interpreter(), "-c", ENV_PROBE, *blocks], opts.timeout, cwd=scratch, env=probe_env())
+    answer = marked(ran.out)
     if ran.rc is None:
         return Result(name, failing, f"{what} did not step 10 times in {opts.timeout:g} s", fix)
     if ran.rc != 0 or answer is None:
