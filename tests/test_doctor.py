@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from wm.core.errors import WMError
-from wm.tools import doctor
+from wm.tools import doctor, pins
 
 SKIP_ALL_BUT = {
     "versions": ["gpu", "mpi", "envs", "disk"],
@@ -103,12 +103,25 @@ def test_a_version_outside_the_tested_set_only_warns(capsys, versions):
     assert "'numpy>=2.4,<3'" in _fix_of(out, "versions")
 
 
-def test_the_required_ranges_are_pyprojects():
-    tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
-    deps = set(project["dependencies"])
-    assert {spec for _, _, spec in doctor.REQUIRED} | {doctor.VIZDOOM_SPEC} <= deps
-    assert doctor.ALE_SPEC in project["optional-dependencies"]["atari"]
+def test_every_package_doctor_names_has_a_range_in_pyproject():
+    pins = doctor.declared()
+    for dist in [d for d, _ in doctor.CORE] + ["vizdoom", "ale-py", "mpich"]:
+        assert pins[dist].specifier, dist
+
+
+def test_the_ranges_are_pyprojects(capsys, versions, monkeypatch, tmp_path):
+    """doctor holds the versions to the ranges pyproject.toml gives and prints them in its fix lines: another range
+    written there reaches both."""
+    project = pins._checkout_project()
+    assert project is not None
+    moved = {"numpy>=2.4,<3": "numpy>=2.5,<3", "vizdoom>=1.3.2,<1.4": "vizdoom>=1.3.3,<1.4"}
+    assert set(moved) <= set(project["dependencies"])
+    project = {**project, "dependencies": [moved.get(s, s) for s in project["dependencies"]]}
+    monkeypatch.setattr(doctor, "declared", lambda: pins.from_pyproject(project))
+    rc, out = _doctor(capsys, *_only("versions"))
+    assert rc == 0 and "outside the tested set: numpy;" in out and "'numpy>=2.5,<3'" in _fix_of(out, "versions"), out
+    monkeypatch.setattr(doctor, "interpreter", lambda: str(_sh(tmp_path / "python", "exit 1")))
+    assert "'vizdoom>=1.3.3,<1.4'" in doctor.check_doom(doctor.Options(timeout=10)).fix
 
 
 # ---------------------------------------------------------------- gpu (a fake interpreter runs the probe)
@@ -129,7 +142,7 @@ def test_a_gpu_probe_that_crashes_fails_with_its_error(capsys, monkeypatch, tmp_
     monkeypatch.setattr(doctor, "interpreter", lambda: str(_sh(tmp_path / "python", f"echo '{err}' >&2; exit 1")))
     rc, out = _doctor(capsys, *_only("gpu"))
     assert rc == 1 and "GPU probe failed (exit 1)" in out and err in out, out
-    assert "'tensorflow[and-cuda]==2.21.*'" in _fix_of(out, "gpu")
+    assert "'tensorflow[and-cuda]>=2.21,<2.22'" in _fix_of(out, "gpu")
 
 
 def _gpu_answer(tmp_path: Path, gpus: list[str], growth_error: str | None = None, stderr: str = "") -> str:

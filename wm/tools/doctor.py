@@ -9,8 +9,9 @@ Each check is a function of the options returning a `Result` (name, ok | warn | 
 when not ok). Exit 0 when nothing fails (warns do not), 1 when a check fails, 2 for a usage error.
 
 This process imports no TensorFlow, gymnasium, ViZDoom or mpi4py: versions come from the installed packages'
-metadata, and every check that loads one of them runs it in a subprocess of this interpreter with a timeout (its
-process group killed at the timeout), so a broken CUDA or MPI install can neither hang nor crash the doctor.
+metadata, the ranges they are held to from pyproject.toml (`wm.tools.pins`: the installed metadata in a wheel), and
+every check that loads one of them runs it in a subprocess of this interpreter with a timeout (its process group
+killed at the timeout), so a broken CUDA or MPI install can neither hang nor crash the doctor.
 """
 
 from __future__ import annotations
@@ -23,34 +24,34 @@ import os
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from wm.core.launcher import Launcher, add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
+from wm.tools.pins import declared
+from wm.tools.probe import marked, probe_env, run_probe
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 LOW_DISK_GB = 10.0
 
-# The core packages with the ranges pyproject.toml admits (a test checks they agree): (distribution, shown as, spec).
-REQUIRED: tuple[tuple[str, str, str], ...] = (
-    ("tensorflow", "TF", "tensorflow>=2.21,<2.22"),
-    ("keras", "Keras", "keras>=3.15,<4"),
-    ("tensorflow-probability", "TFP", "tensorflow-probability>=0.25,<0.26"),
-    ("tf-keras", "tf-keras", "tf-keras>=2.21,<2.22"),
-    ("gymnasium", "gymnasium", "gymnasium[box2d]>=1.4,<1.5"),
-    ("numpy", "numpy", "numpy>=2.4,<3"),
-    ("cma", "cma", "cma>=4.5,<5"),
-    ("mpi4py", "mpi4py", "mpi4py>=4.1,<5"),
+# The core packages the versions check reads: (distribution, shown as). Their ranges, and every other package's in a
+# fix line, are pyproject.toml's, written there only (`declared()`, wm/tools/pins.py).
+CORE: tuple[tuple[str, str], ...] = (
+    ("tensorflow", "TF"),
+    ("keras", "Keras"),
+    ("tensorflow-probability", "TFP"),
+    ("tf-keras", "tf-keras"),
+    ("gymnasium", "gymnasium"),
+    ("numpy", "numpy"),
+    ("cma", "cma"),
+    ("mpi4py", "mpi4py"),
 )
-PYTHON_MIN = (3, 10)
-VIZDOOM_SPEC = "vizdoom>=1.3.2,<1.4"
-ALE_SPEC = "ale-py>=0.12,<0.13"
 
 
 @dataclass(frozen=True)
@@ -103,78 +104,12 @@ def pip(*specs: str) -> str:
     return f"{shown(interpreter())} -m pip install " + " ".join(shlex.quote(s) for s in specs)
 
 
-@dataclass(frozen=True)
-class Ran:
-    """A subprocess's exit status (None: killed at the timeout), stdout and stderr."""
-
-    rc: int | None
-    out: str
-    err: str
-
-    def last_error(self) -> str:
-        """The last non-empty line of stderr (a traceback's exception line), else of stdout."""
-        lines = [ln.strip() for ln in (self.err or self.out).splitlines() if ln.strip()]
-        return lines[-1][:200] if lines else "no output"
-
-
-def run_probe(argv: Sequence[str], timeout: float, cwd: str | None = None, env: dict[str, str] | None = None) -> Ran:
-    """Run `argv` in its own process group; at `timeout` seconds kill the whole group (an mpirun's ranks too)."""
+def _version(v: str | None) -> Version | None:
+    """`v` as PEP 440 reads it; None when it is missing or no version."""
     try:
-        p = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as e:
-        return Ran(127, "", f"cannot start {argv[0]}: {e}")
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(p.pid, signal.SIGKILL)
-        try:
-            out, err = p.communicate(timeout=5)
-        except subprocess.TimeoutExpired:  # a child that left the group still holds the pipes: leave it the pipes
-            out, err = "", ""
-        return Ran(None, out, err)
-    return Ran(p.returncode, out, err)
-
-
-def _probe_env() -> dict[str, str]:
-    """The environment of a probe: this one, with the folder holding `wm` first on PYTHONPATH (a probe may run in
-    another working directory) and TensorFlow's C++ start-up lines muted."""
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ)
-    if not root.name.endswith("-packages"):  # a checkout: its root holds the package (an install is on sys.path)
-        env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    return env
-
-
-def _marked(out: str, mark: str = "DOCTOR ") -> str | None:
-    """The text after the last line of `out` that starts with `mark` (a probe's answer among a library's noise)."""
-    found = [ln[len(mark) :] for ln in out.splitlines() if ln.startswith(mark)]
-    return found[-1] if found else None
-
-
-def _version_tuple(v: str) -> tuple[int, ...]:
-    m = re.match(r"\d+(\.\d+)*", v)
-    return tuple(int(x) for x in m.group(0).split(".")) if m else ()
-
-
-def _in_range(version: str, spec: str) -> bool:
-    """Whether `version` satisfies the `>=A,<B` part of `spec` (the only form REQUIRED uses)."""
-    v = _version_tuple(version)
-    for op, bound in re.findall(r"(>=|<)\s*([\d.]+)", spec):
-        b = _version_tuple(bound)
-        if (op == ">=" and v < b) or (op == "<" and v >= b):
-            return False
-    return True
+        return Version(v) if v else None
+    except InvalidVersion:
+        return None
 
 
 # ---------------------------------------------------------------- the checks
@@ -184,33 +119,32 @@ def check_versions(opts: Options) -> Result:
     """Python and the core packages, from their metadata: a missing one, or a Keras that is not 3.x, fails; a
     tf-keras of another minor version than TensorFlow's fails (TFP imports it); a version outside the tested range
     warns."""
-    py = sys.version_info
-    found = {dist: installed_version(dist) for dist, _, _ in REQUIRED}
-    specs = {dist: spec for dist, _, spec in REQUIRED}
-    detail = f"Python {py.major}.{py.minor}.{py.micro}, " + ", ".join(
-        f"{label} {found[dist] or 'missing'}" for dist, label, _ in REQUIRED
-    )
-    if (py.major, py.minor) < PYTHON_MIN:
-        return Result("versions", FAIL, detail, f"a venv of Python ≥ {'.'.join(map(str, PYTHON_MIN))}, then install again")
+    py, pins = sys.version_info, declared()
+    python = f"{py.major}.{py.minor}.{py.micro}"
+    found = {dist: installed_version(dist) for dist, _ in CORE}
+    detail = f"Python {python}, " + ", ".join(f"{label} {found[dist] or 'missing'}" for dist, label in CORE)
+    if not pins.python.contains(python, prereleases=True):
+        return Result("versions", FAIL, detail, f"a venv of Python {pins.python}, then install again")
     missing = [dist for dist, v in found.items() if v is None]
     if missing:
-        return Result("versions", FAIL, f"missing {', '.join(missing)}; {detail}", pip(*(specs[d] for d in missing)))
-    keras = found["keras"] or ""
-    if _version_tuple(keras)[:1] != (3,):
-        return Result("versions", FAIL, f"Keras {keras} is not Keras 3; {detail}", pip(specs["keras"]))
-    tf, tfk = _version_tuple(found["tensorflow"] or ""), _version_tuple(found["tf-keras"] or "")
-    if tf[:2] != tfk[:2]:
-        want = f"tf-keras=={'.'.join(map(str, tf[:2]))}.*"
+        return Result("versions", FAIL, f"missing {', '.join(missing)}; {detail}", pip(*map(pins.spec, missing)))
+    keras = _version(found["keras"])
+    if keras is None or keras.major != 3:
+        return Result("versions", FAIL, f"Keras {found['keras']} is not Keras 3; {detail}", pip(pins.spec("keras")))
+    tf, tfk = _version(found["tensorflow"]), _version(found["tf-keras"])
+    if tf is not None and (tfk is None or tf.release[:2] != tfk.release[:2]):
+        want = f"tf-keras=={tf.major}.{tf.minor}.*"
         return Result(
             "versions", FAIL, f"tf-keras {found['tf-keras']} does not match TF {found['tensorflow']}; {detail}", pip(want)
         )
-    off = [dist for dist, v in found.items() if v is not None and not _in_range(v, specs[dist])]
+    # prereleases=True: a pre-release inside the range is in it, whatever packaging's default
+    off = [d for d, v in found.items() if (w := _version(v)) is None or not pins[d].specifier.contains(w, prereleases=True)]
     if off:
         return Result(
             "versions",
             WARN,
             f"outside the tested set: {', '.join(off)}; {detail}",
-            pip(*(specs[d] for d in off)) + " (in a checkout: -r requirements.txt, the tested set)",
+            pip(*map(pins.spec, off)) + " (in a checkout: -r requirements.txt, the tested set)",
         )
     return Result("versions", OK, detail)
 
@@ -248,8 +182,8 @@ NO_GPU_WHY = (
 def check_gpu(opts: Options) -> Result:
     """The GPUs TensorFlow sees, its CUDA/cuDNN build, and whether memory growth can be set (every GPU process of
     the suite sets it), probed in a subprocess. No GPU is a warn: V and M then train on the CPU."""
-    ran = run_probe([interpreter(), "-c", GPU_PROBE], opts.timeout, env=_probe_env())
-    fix = GPU_FIX.format(pip=pip("tensorflow[and-cuda]==2.21.*"))
+    ran = run_probe([interpreter(), "-c", GPU_PROBE], opts.timeout, env=probe_env())
+    fix = GPU_FIX.format(pip=pip(declared().spec("tensorflow", "and-cuda")))
     if ran.rc is None:
         return Result(
             "gpu",
@@ -257,7 +191,7 @@ def check_gpu(opts: Options) -> Result:
             f"TensorFlow's GPU probe did not finish in {opts.timeout:g} s (a hanging CUDA driver or library)",
             f"check nvidia-smi and the driver; {fix}; CUDA_VISIBLE_DEVICES=-1 keeps a command off the GPU",
         )
-    answer = _marked(ran.out)
+    answer = marked(ran.out)
     if ran.rc != 0 or answer is None:
         return Result("gpu", FAIL, f"TensorFlow's GPU probe failed (exit {ran.rc}): {ran.last_error()}", fix)
     info = json.loads(answer)
@@ -323,11 +257,11 @@ def check_mpi(opts: Options) -> Result:
     `--launcher-args`, `WM_LAUNCHER`: `wm.core.launcher`): both ranks must print world size 2. World size 1 means
     mpi4py was built against another MPI than the launcher's."""
     py = interpreter()
-    lib = run_probe([py, "-c", MPI_LIBRARY], opts.timeout, env=_probe_env())
-    if lib.rc != 0 or _marked(lib.out) is None:
+    lib = run_probe([py, "-c", MPI_LIBRARY], opts.timeout, env=probe_env())
+    if lib.rc != 0 or marked(lib.out) is None:
         why = "did not answer in time" if lib.rc is None else f"does not load: {lib.last_error()}"
-        return Result("mpi", FAIL, f"mpi4py's MPI {why}", pip("mpi4py>=4.1,<5", "mpich>=5.0"))
-    library = _library_name(_marked(lib.out) or "")
+        return Result("mpi", FAIL, f"mpi4py's MPI {why}", pip(declared().spec("mpi4py"), declared().spec("mpich")))
+    library = _library_name(marked(lib.out) or "")
     launcher = opts.launcher or Launcher()
     argv = hello_argv(launcher, py)
     words = argv[: len(argv) - 3]  # the launcher's part
@@ -338,12 +272,12 @@ def check_mpi(opts: Options) -> Result:
             "mpi",
             FAIL,
             f"no launcher {words[0]!r} (mpi4py's MPI: {library})",
-            f"{pip('mpich>=5.0')} (its mpirun goes beside python), or --launcher with your MPI's "
+            f"{pip(declared().spec('mpich'))} (its mpirun goes beside python), or --launcher with your MPI's "
             "(docs/guide/mpi-and-clusters.md#launchers)",
         )
     where = " ".join([shown(words[0]), *words[1:]])
     own = launcher_library(words[0], opts.timeout) if launcher.kind != "template" else None
-    ran = run_probe(argv, opts.timeout, env=_probe_env())
+    ran = run_probe(argv, opts.timeout, env=probe_env())
     if ran.rc is None:
         return Result(
             "mpi",
@@ -401,8 +335,8 @@ def _step_env(name: str, blocks: Sequence[str], what: str, fix: str, opts: Optio
     """Build the env of config `blocks` headless in a subprocess (in a scratch folder: ViZDoom writes into its
     working directory), reset it and take 10 steps of a zero action."""
     with tempfile.TemporaryDirectory(prefix="wm-doctor-") as scratch:
-        ran = run_probe([interpreter(), "-c", ENV_PROBE, *blocks], opts.timeout, cwd=scratch, env=_probe_env())
-    answer = _marked(ran.out)
+        ran = run_probe([interpreter(), "-c", ENV_PROBE, *blocks], opts.timeout, cwd=scratch, env=probe_env())
+    answer = marked(ran.out)
     if ran.rc is None:
         return Result(name, failing, f"{what} did not step 10 times in {opts.timeout:g} s", fix)
     if ran.rc != 0 or answer is None:
@@ -414,17 +348,18 @@ HEADLESS = "on a machine without a display: export SDL_VIDEODRIVER=dummy"
 
 
 def check_doom(opts: Options) -> Result:
-    return _step_env("doom", ("doom_takecover", "tiny"), "ViZDoom TakeCover", f"{pip(VIZDOOM_SPEC)}; {HEADLESS}", opts)
+    fix = f"{pip(declared().spec('vizdoom'))}; {HEADLESS}"
+    return _step_env("doom", ("doom_takecover", "tiny"), "ViZDoom TakeCover", fix, opts)
 
 
 def check_carracing(opts: Options) -> Result:
-    fix = f"{pip('gymnasium[box2d]>=1.4,<1.5')} (a Box2D build that fails: pip install swig first); {HEADLESS}"
+    fix = f"{pip(declared().spec('gymnasium'))} (a Box2D build that fails: pip install swig first); {HEADLESS}"
     return _step_env("carracing", ("carracing", "tiny"), "CarRacing (Box2D)", fix, opts)
 
 
 def check_atari(opts: Options) -> Result:
     """Optional: only a warn, also when ale-py is installed and Boxing does not step."""
-    fix = f'{pip(ALE_SPEC)} (or pip install ".[atari]")'
+    fix = f'{pip(declared().spec("ale-py"))} (or pip install ".[atari]")'
     if installed_version("ale-py") is None:
         return Result(
             "atari", WARN, "ale-py is not installed: the Atari presets (atari_boxing, atari_freeway) cannot run", fix
