@@ -53,8 +53,9 @@ def from_pyproject(project: dict) -> Pins:
     return Pins(SpecifierSet(project.get("requires-python", "")), tuple(Requirement(s) for g in groups for s in g))
 
 
-def from_metadata(dist: str = DIST) -> Pins:
-    """The pins of the installed distribution `dist` (PackageNotFoundError when it is not installed)."""
+def from_metadata(dist: str | None = None) -> Pins:
+    """The pins of the installed distribution `dist` (default `DIST`; PackageNotFoundError when it is not installed)."""
+    dist = dist or DIST
     meta = importlib.metadata.metadata(dist)
     requires = importlib.metadata.requires(dist) or []
     return Pins(SpecifierSet(meta.get("Requires-Python") or ""), tuple(Requirement(s) for s in requires))
