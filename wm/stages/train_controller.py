@@ -15,9 +15,9 @@ a larger `es.generations`) continues a finished training from its checkpoint. SI
 once (the generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their
 envs) and exits; rerunning the command resumes.
 
-An older version of this code pickled the checkpoint (`controller/es_state.pkl`). Unpickling runs whatever code
-the file names, so it is read only with `--trust-pickle` (the run dir must be the user's own) and then converted
-to `es_state.npz` on the spot; without the flag the stage refuses in one line and writes nothing.
+An older version of this code pickled the checkpoint (`controller/es_state.pkl`); this version does not read it:
+such a file (and no `es_state.npz`) is refused in one line and nothing is written (`--force` trains afresh; commit
+f7e15b4 is the last that converts it, with `--trust-pickle`).
 
 `es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
@@ -46,11 +46,8 @@ from wm.envs.family import family
 from wm.es import state as es_state
 
 VERB = "train-controller"
-STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
-# The checkpoint's file names in the stage's folder (`RunDir.es_state`, `RunDir.es_state_legacy`).
-STATE_FILE = RunDir(".").es_state.name
-LEGACY_STATE_FILE = RunDir(".").es_state_legacy.name
-TRUST_PICKLE = "--trust-pickle"
+STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code, no longer read
+LAST_PICKLE_READER = "f7e15b4"  # the last commit that reads (and converts) an older pickled es_state.pkl
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -67,22 +64,11 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="continue a finished training from its es_state.npz to a larger es.generations (with --set "
         "es.generations=N); rerun evaluate --force afterwards",
     )
-    p.add_argument(
-        TRUST_PICKLE,
-        action="store_true",
-        help=f"read the {LEGACY_STATE_FILE} checkpoint an older version of this code wrote and convert it to "
-        f"{STATE_FILE}; only for a run dir of your own: unpickling a file runs any code it holds",
-    )
 
 
 def state_path(run: RunDir) -> Path:
     """The checkpoint: `controller/es_state.npz`."""
     return run.es_state
-
-
-def legacy_state_path(run: RunDir) -> Path:
-    """An older version's pickled checkpoint: `controller/es_state.pkl`."""
-    return run.es_state_legacy
 
 
 @dataclass(frozen=True)
@@ -91,7 +77,6 @@ class Options:
 
     stop_after: int = 0  # stop (resumably, as on SIGTERM) after this many generations in this session; 0: never
     extend: bool = False  # continue a finished training from its checkpoint to a larger es.generations
-    trust_pickle: bool = False  # read (and convert) an older version's pickled es_state.pkl
     force: bool = False  # start afresh: the checkpoint is deleted
 
 
@@ -110,7 +95,7 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
         return
     if int(cfg.es.draws) > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
-    st = _stored_state(run, opts, convert=False)  # before anything is written: an older pickle is read, not converted
+    st = _stored_state(run)  # before anything is written: an older pickle is refused here
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
@@ -239,82 +224,23 @@ def _read_state(path: Path) -> dict[str, Any]:
         raise es_state.read_error(path, e) from None
 
 
-def _legacy_refusal(path: Path, run: RunDir) -> WMError:
+def _pickle_refusal(path: Path) -> WMError:
     return WMError(
-        f"{path} is a checkpoint in the pickle format of an older version of this code, and reading a pickle runs "
-        f"any code it holds, so it is not read; if this run dir is your own, `python -m wm {VERB} --run {run.path} "
-        f"{TRUST_PICKLE}` converts it to {STATE_FILE} and resumes (or --force starts afresh)"
+        f"{path} is a checkpoint in the pickle format of an older version of this code, which this version does not "
+        f"read: --force trains afresh, or check out commit {LAST_PICKLE_READER} (the last that reads it) and rerun "
+        "there with --trust-pickle to convert it to es_state.npz"
     )
 
 
-def _read_legacy(path: Path) -> dict[str, Any]:
-    """`--trust-pickle` only: an older version's pickled checkpoint (the run dir is the user's own), its optimiser
-    state rebuilt and given as `state_dict()`'s plain values; the rest of it was plain values already."""
-    import pickle
-    import warnings
-
-    from wm.es.cmaes import CMAES
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pycma's "could not import matplotlib" when unpickling imports it
-            st = pickle.loads(path.read_bytes())
-            old = st["es"]
-            if old.get("algorithm", "cma") == "cma":
-                pycma = pickle.loads(old["es"])
-                es = CMAES.from_pycma(pycma, old["np_state"], old["seed_rng"], old["weight_decay"], old["antithetic"])
-            else:
-                es = pickle.loads(old["pickle"])
-        st["es"] = es.state_dict()
-    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
-        raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
-    st["version"] = STATE_VERSION
-    return st
-
-
-def _stored_state(run: RunDir, opts: Options, convert: bool) -> dict[str, Any] | None:
+def _stored_state(run: RunDir) -> dict[str, Any] | None:
     """The checkpoint to resume from, None when there is none. An older version's `es_state.pkl` (and no
-    `es_state.npz`): refused in one line without `--trust-pickle`, nothing written; with it, read, and with
-    `convert` written as `es_state.npz` (read back and compared before the pickle is removed)."""
-    path, legacy = state_path(run), legacy_state_path(run)
+    `es_state.npz`): refused in one line, nothing read or written."""
+    path, pickled = state_path(run), run.es_state_legacy
     if path.exists():
         return _read_state(path)
-    if not legacy.exists():
-        return None
-    if not opts.trust_pickle:
-        raise _legacy_refusal(legacy, run)
-    st = _read_legacy(legacy)
-    if convert:
-        _write_state(path, st)
-        again = _read_state(path)
-        from wm.es.others import es_from_state
-
-        if _flat(again) != _flat(st) or _flat(es_from_state(again["es"]).state_dict()) != _flat(st["es"]):
-            path.unlink(missing_ok=True)
-            raise WMError(f"{legacy}: its conversion to {STATE_FILE} did not read back the same; {legacy} is kept")
-        legacy.unlink()
-    return st
-
-
-def _flat(tree: Any) -> tuple[str, list[bytes]]:
-    """A tree's plain values as JSON text and its arrays as bytes (dtype and shape included): equal means identical."""
-    import json
-
-    arrays: list[bytes] = []
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            arrays.append(f"{x.dtype.str}{x.shape}".encode() + np.ascontiguousarray(x).tobytes())
-            return "<array>"
-        if isinstance(x, np.generic):
-            return [type(x).__name__, x.item()]
-        if isinstance(x, dict):
-            return {"<dict>": [[walk(k), walk(v)] for k, v in x.items()]}
-        if isinstance(x, (list, tuple)):
-            return {f"<{type(x).__name__}>": [walk(v) for v in x]}
-        return x
-
-    return json.dumps(walk(tree)), arrays
+    if pickled.exists():
+        raise _pickle_refusal(pickled)
+    return None
 
 
 def _write_state(path: Path, state: dict[str, Any]) -> None:
@@ -415,8 +341,8 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     spath, metrics = state_path(run), run.metrics_path(VERB)
     if opts.force:
         spath.unlink(missing_ok=True)
-        legacy_state_path(run).unlink(missing_ok=True)
-    stored = _stored_state(run, opts, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
+        run.es_state_legacy.unlink(missing_ok=True)  # an older version's pickled checkpoint too
+    stored = _stored_state(run)  # an older pickle: refused, nothing written
     out.mkdir(parents=True, exist_ok=True)
     es, st = _start(cfg, run, stored, spath, n)
     curriculum = Curriculum.from_config(cfg)
