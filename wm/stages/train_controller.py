@@ -163,38 +163,9 @@ def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
 
 
-DEVICES = ("auto", "cpu", "gpu")
-
-
-def decide_devices(cfg: Config, under_mpi: bool) -> Any:
-    """This process's TF devices (`wm.core.tf_setup.decide`), decided once before anything starts TF; returns them.
-
-    Under mpirun rank 0 runs CMA-ES and never a model: one thread, no GPU (the worker ranks decide the same in the
-    CLI). Alone with dream fitness this process is the batched pool's only worker: all TF threads, and the GPU as
-    `es.device` says (`auto`: when TF sees one, an earlier decision of this process kept; `cpu`: never; `gpu`:
-    a WMError when TF sees none). Alone with real or toy fitness: one thread, no GPU (the engine's CPU worker).
-    """
-    from wm.core import tf_setup
-
-    device = str(cfg.es.device)  # one of DEVICES (config.RULES)
-    if under_mpi or cfg.es.fitness != "dream":
-        return tf_setup.decide(threads=1, gpu=False)
-    try:
-        if device == "cpu":
-            return tf_setup.decide(threads=None, gpu=False)
-        if device == "auto":
-            return tf_setup.decide(threads=None, gpu=tf_setup.AUTO)
-        devices = tf_setup.decide(threads=None, gpu=True)
-    except WMError as e:  # TF already runs in this process with the other GPU set
-        raise WMError(f"es.device: {device}, but {e}") from None
-    tf = tf_setup.setup()
-    if not tf.config.list_physical_devices("GPU"):
-        raise WMError("es.device: gpu, but TensorFlow sees no GPU on this machine; set es.device to auto or cpu")
-    return devices
-
-
 def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
+    from wm.core.devices import decide_devices
     from wm.mpi import launched_rank, launched_size, release_workers
 
     if launched_rank() > 0:
@@ -202,7 +173,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
         serve()
         return
-    # TF's devices, once, before anything starts it (`decide_devices`).
+    # TF's devices, once, before anything starts it (`wm.core.devices`).
     try:
         devices = decide_devices(cfg, under_mpi=launched_size() > 1)
         _train(cfg, run, opts, devices)
