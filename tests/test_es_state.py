@@ -182,7 +182,7 @@ def test_an_older_pickled_checkpoint_is_refused_in_one_line_and_changes_nothing(
     is and how to go on (--force, or the last commit that reads it), without unpickling it (the marker its
     __reduce__ would create does not exist) and without changing a byte of the run dir."""
     from wm.cli import main
-    from wm.stages.train_controller import LAST_PICKLE_READER
+    from wm.es.checkpoint import LAST_PICKLE_READER
 
     run = RunDir(tmp_path / "r")
     run.bind_config(toy_cfg())

@@ -15,9 +15,8 @@ a larger `es.generations`) continues a finished training from its checkpoint. SI
 once (the generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their
 envs) and exits; rerunning the command resumes.
 
-An older version of this code pickled the checkpoint (`controller/es_state.pkl`); this version does not read it:
-such a file (and no `es_state.npz`) is refused in one line and nothing is written (`--force` trains afresh; commit
-f7e15b4 is the last that converts it, with `--trust-pickle`).
+The checkpoint's reading, checks and writing are `wm.es.checkpoint`'s; an older version's pickled checkpoint
+(`controller/es_state.pkl`) is refused there in one line, nothing written (`--force` trains afresh).
 
 `es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
@@ -44,10 +43,9 @@ from wm.core.rundir import RunDir, atomic_savez
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.envs.family import family
 from wm.es import state as es_state
+from wm.es.checkpoint import STATE_VERSION, check_state, state_path, stored_state, truncate, write_state
 
 VERB = "train-controller"
-STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code, no longer read
-LAST_PICKLE_READER = "f7e15b4"  # the last commit that reads (and converts) an older pickled es_state.pkl
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -64,11 +62,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="continue a finished training from its es_state.npz to a larger es.generations (with --set "
         "es.generations=N); rerun evaluate --force afterwards",
     )
-
-
-def state_path(run: RunDir) -> Path:
-    """The checkpoint: `controller/es_state.npz`."""
-    return run.es_state
 
 
 @dataclass(frozen=True)
@@ -95,7 +88,7 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
         return
     if int(cfg.es.draws) > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
-    st = _stored_state(run)  # before anything is written: an older pickle is refused here
+    st = stored_state(run)  # before anything is written: an older pickle is refused here
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
@@ -181,58 +174,6 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         release_workers()
 
 
-def _truncate(path: Any, size: int) -> None:
-    if path.exists() and path.stat().st_size > size:
-        with open(path, "r+b") as f:
-            f.truncate(size)
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    """The checkpoint `path` (`es_state.npz`): plain values and arrays, read with `np.load(allow_pickle=False)`."""
-    try:
-        return es_state.load(path)
-    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
-        raise es_state.read_error(path, e) from None
-
-
-def _pickle_refusal(path: Path) -> WMError:
-    return WMError(
-        f"{path} is a checkpoint in the pickle format of an older version of this code, which this version does not "
-        f"read: --force trains afresh, or check out commit {LAST_PICKLE_READER} (the last that reads it) and rerun "
-        "there with --trust-pickle to convert it to es_state.npz"
-    )
-
-
-def _stored_state(run: RunDir) -> dict[str, Any] | None:
-    """The checkpoint to resume from, None when there is none. An older version's `es_state.pkl` (and no
-    `es_state.npz`): refused in one line, nothing read or written."""
-    path, pickled = state_path(run), run.es_state_legacy
-    if path.exists():
-        return _read_state(path)
-    if pickled.exists():
-        raise _pickle_refusal(pickled)
-    return None
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    try:
-        es_state.save(path, state)
-    except es_state.StateError as e:  # a bug: something in the state is no plain value
-        raise WMError(f"{path}: the checkpoint cannot be written as plain values ({e})") from None
-
-
-def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
-    if state.get("version") != STATE_VERSION or state.get("n_params") != n or state.get("popsize") != popsize:
-        raise WMError(
-            f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
-            f"the config asks {n} × {popsize}; rerun with --force to start afresh"
-        )
-    held = state["es"].get("algorithm", "cma")
-    if held != algorithm:
-        raise WMError(f"{path} holds a {held} state but es.algorithm is {algorithm}; rerun with --force to start afresh")
-    return state
-
-
 @dataclass
 class _Training:
     """What every generation works with: the optimiser and curriculum (both replaced at a new draw), the checkpoint
@@ -264,7 +205,7 @@ def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path,
     es_cfg = cfg.es
     P, G, D = int(es_cfg.popsize), int(es_cfg.generations), int(es_cfg.draws)
     if stored is not None:
-        st = _check_state(stored, spath, n, P, str(es_cfg.algorithm))
+        st = check_state(stored, spath, n, P, str(es_cfg.algorithm))
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
             raise WMError(
                 f"{spath}: its draws are {st.get('draw_generations')} generations long and es.generations is "
@@ -313,12 +254,12 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     if opts.force:
         spath.unlink(missing_ok=True)
         run.es_state_legacy.unlink(missing_ok=True)  # an older version's pickled checkpoint too
-    stored = _stored_state(run)  # an older pickle: refused, nothing written
+    stored = stored_state(run)  # an older pickle: refused, nothing written
     out.mkdir(parents=True, exist_ok=True)
     es, st = _start(cfg, run, stored, spath, n)
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
-    _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
+    truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
     spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
     batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
@@ -335,7 +276,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
             picked = _pick_real(cfg, run, pool, spec, log) if int(es_cfg.pick_real) > 0 else {}
         except KeyboardInterrupt:
             if "es" in st:
-                _write_state(spath, st)  # the last complete generation; the one in flight is dropped
+                write_state(spath, st)  # the last complete generation; the one in flight is dropped
             log.info(
                 "stopped at generation %d; checkpoint %s written; rerun the same command to resume",
                 st["generation"],
@@ -470,7 +411,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
         log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
     st.update(generation=gen, es=t.es.state_dict(), metrics_bytes=t.metrics.stat().st_size)
     st["curriculum"] = t.curriculum.state_dict()
-    _write_state(t.spath, st)
+    write_state(t.spath, st)
     return rec
 
 
