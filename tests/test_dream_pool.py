@@ -119,21 +119,21 @@ def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
 )
 def test_device_decision_by_config_and_launcher(monkeypatch, device, under_mpi, fitness, want):
     from wm.core import tf_setup
-    from wm.stages import train_controller as TC
+    from wm.core.devices import decide_devices
 
     asked = []
     monkeypatch.setattr(tf_setup, "decide", lambda **kw: asked.append(kw) or kw)
     cfg = C.load(["doom_takecover"], [f"es.device={device}", f"es.fitness={fitness}"])
-    TC.decide_devices(cfg, under_mpi)
+    decide_devices(cfg, under_mpi)
     assert asked == [want]
 
 
 def test_unknown_device_is_refused():
+    from wm.core.devices import decide_devices
     from wm.core.errors import WMError
-    from wm.stages import train_controller as TC
 
     with pytest.raises(WMError, match=r"'es.device' must be auto \| cpu \| gpu, got 'tpu'"):
-        TC.decide_devices(C.load(["doom_takecover"], ["es.device=tpu"]), False)
+        decide_devices(C.load(["doom_takecover"], ["es.device=tpu"]), False)
 
 
 _DECIDE_SCRIPT = """

@@ -205,8 +205,8 @@ def test_draws_train_afresh_one_after_another_and_the_pick_plays_every_check(tmp
     assert float(checks_of(run)[6]["real"]) == float(checks[6]["real"])
     # killed at the end of draw 1: the checkpoint holds draw 2's fresh CMA-ES (seed es.seed + 1); resumed, the
     # same history, checks and pick
+    from wm.es.checkpoint import state_path
     from wm.es.others import es_from_state, make_es
-    from wm.stages.train_controller import state_path
 
     with pytest.raises(KeyboardInterrupt):
         stage(two, tmp_path / "k", stop_after=4)

@@ -1,7 +1,7 @@
 """The optimiser's checkpoint (`controller/es_state.npz`, wm/es/state.py) is arrays and plain values: a resume through
 the file is bit-identical for every algorithm, the file reads with `allow_pickle=False`, a tampered file is refused
-without running anything, and an older version's pickled `es_state.pkl` is never unpickled without --trust-pickle
-(a planted one whose `__reduce__` would create a file creates nothing), and with it is converted and resumes exactly."""
+without running anything, and an older version's pickled `es_state.pkl` is refused in one line, never unpickled (a
+planted one whose `__reduce__` would create a file creates nothing), the run dir left byte for byte as it was."""
 
 from __future__ import annotations
 
@@ -177,10 +177,12 @@ CLI = ["train-controller", "--configs", "doom_takecover", "tiny"]
 SETS = ["--set", "es.fitness=toy", "es.generations=4", "es.eval_every=2"]
 
 
-def test_a_planted_pickle_is_not_read_without_trust_pickle(tmp_path, capsys):
-    """The CLI (a resume and an --extend) and the stage itself refuse an es_state.pkl in one line naming the flag,
-    without unpickling it (the marker its __reduce__ would create does not exist) and without writing anything."""
+def test_an_older_pickled_checkpoint_is_refused_in_one_line_and_changes_nothing(tmp_path, capsys):
+    """The CLI (a resume and an --extend) and the stage itself refuse an es_state.pkl in one line that says what it
+    is and how to go on (--force, or the last commit that reads it), without unpickling it (the marker its
+    __reduce__ would create does not exist) and without changing a byte of the run dir."""
     from wm.cli import main
+    from wm.es.checkpoint import LAST_PICKLE_READER
 
     run = RunDir(tmp_path / "r")
     run.bind_config(toy_cfg())
@@ -190,14 +192,12 @@ def test_a_planted_pickle_is_not_read_without_trust_pickle(tmp_path, capsys):
     for extra in ([], ["--extend"]):
         assert main([*CLI, "--run", str(run.path), *extra, *SETS]) != 0
         err = capsys.readouterr().err.strip()
-        assert len(err.splitlines()) == 1 and "--trust-pickle" in err and str(legacy) in err, err
+        assert len(err.splitlines()) == 1 and str(legacy) in err, err
+        assert "pickle format of an older version" in err and "--force" in err and LAST_PICKLE_READER in err, err
         assert not marker.exists() and snapshot(run.path) == before
-    with pytest.raises(WMError, match="pickle format of an older version.*--trust-pickle"):
+    with pytest.raises(WMError, match=f"pickle format of an older version.*--force.*{LAST_PICKLE_READER}"):
         stage(toy_cfg(), run.path)
     assert not marker.exists() and snapshot(run.path) == before
-    # the flag is the user's word that the file is theirs: then (and only then) it is unpickled
-    assert main([*CLI, "--run", str(run.path), "--trust-pickle", *SETS]) != 0
-    assert marker.exists() and "unreadable checkpoint" in capsys.readouterr().err and legacy.exists()
 
 
 def test_force_starts_afresh_without_reading_an_older_pickle(tmp_path):
@@ -208,68 +208,6 @@ def test_force_starts_afresh_without_reading_an_older_pickle(tmp_path):
     stage(toy_cfg(), run.path, force=True)
     assert not marker.exists() and not legacy.exists() and (controller(run) / "es_state.npz").exists()
     assert [r["es/generation"] for r in history(run)] == [1, 2, 3, 4]
-
-
-def legacy_es_state(es) -> dict:
-    """The optimiser state older code pickled: pycma's object and the RNG states (cma), the whole object (others)."""
-    if isinstance(es, CMAES):
-        return {
-            "es": pickle.dumps(es.es),
-            "np_state": es._np_state,
-            "seed_rng": es._seed_rng.bit_generator.state,
-            "n": es.n,
-            "popsize": es.popsize,
-            "weight_decay": es.weight_decay,
-            "antithetic": es.antithetic,
-        }
-    return {"algorithm": es.name, "pickle": pickle.dumps(es), "n": es.n, "popsize": es.popsize}
-
-
-@pytest.mark.parametrize("algorithm", ["cma", "openes", "pepg", "ga"])
-def test_trust_pickle_converts_an_older_checkpoint_and_resumes_exactly(tmp_path, algorithm):
-    """2 generations, killed, the checkpoint as older code wrote it (es_state.pkl); refused without the flag, then
-    converted with it (the .pkl gone, an .npz in its place) and resumed: the history of 4 straight generations."""
-    cfg = toy_cfg(**{"es.algorithm": algorithm})
-    straight = stage(cfg, tmp_path / "a")
-    with pytest.raises(KeyboardInterrupt):
-        stage(cfg, tmp_path / "b", stop_after=2)
-    b = RunDir(tmp_path / "b")
-    path, legacy = controller(b) / "es_state.npz", controller(b) / "es_state.pkl"
-    st = es_state.load(path)
-    st.update(version=1, es=legacy_es_state(es_from_state(st["es"])))
-    legacy.write_bytes(pickle.dumps(st))
-    path.unlink()
-    with pytest.raises(WMError, match="--trust-pickle"):
-        stage(cfg, b.path)
-    assert legacy.exists() and not path.exists()
-    stage(cfg, b.path, trust_pickle=True)
-    assert not legacy.exists() and path.exists()
-    assert history(b) == history(straight) and b.is_done("train-controller")
-    with np.load(controller(b) / "best.npz") as f, np.load(controller(straight) / "best.npz") as g:
-        assert f["params"].tobytes() == g["params"].tobytes()
-
-
-def test_extend_with_trust_pickle_continues_an_older_finished_training(tmp_path, capsys):
-    """A finished training of older code (its es_state.pkl): --extend is refused without the flag (its check reads
-    the checkpoint), and with it continues to the larger es.generations exactly as one run of 4."""
-    from wm.cli import main
-
-    straight = stage(toy_cfg(), tmp_path / "a")
-    b = RunDir(tmp_path / "b")
-    b.bind_config(toy_cfg(**{"es.generations": 2}))
-    cmd = [*CLI, "--run", str(b.path)]
-    sets = ["--set", "es.fitness=toy", "es.eval_every=2"]
-    assert main([*cmd, *sets, "es.generations=2"]) == 0 and b.is_done("train-controller")
-    path, legacy = controller(b) / "es_state.npz", controller(b) / "es_state.pkl"
-    st = es_state.load(path)
-    st.update(version=1, es=legacy_es_state(es_from_state(st["es"])))
-    legacy.write_bytes(pickle.dumps(st))
-    path.unlink()
-    capsys.readouterr()
-    assert main([*cmd, "--extend", *sets, "es.generations=4"]) != 0
-    assert "--trust-pickle" in capsys.readouterr().err and legacy.exists() and b.is_done("train-controller")
-    assert main([*cmd, "--extend", "--trust-pickle", *sets, "es.generations=4"]) == 0
-    assert not legacy.exists() and path.exists() and history(b) == history(straight)
 
 
 def test_two_cma_runs_of_one_seed_checkpoint_the_same_state():

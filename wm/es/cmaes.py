@@ -84,7 +84,7 @@ class _Randn:
 
     pycma's default (`np.random.randn`) is a bound method of NumPy's global RandomState, shared with everything
     else in the process. With this object the stream belongs to the optimiser, and its state (`rng`) is what the
-    checkpoint stores. (The name and the `rng` attribute are also what older pickled checkpoints hold.)
+    checkpoint stores.
     """
 
     def __init__(self, seed: int):
@@ -254,21 +254,6 @@ class CMAES:
             raise
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise es_state.StateError(f"a CMA-ES state that does not fit ({type(e).__name__}: {e})") from None
-        return self
-
-    @classmethod
-    def from_pycma(cls, es: Any, np_state: Any, seed_rng: dict[str, Any], weight_decay: float, antithetic: bool) -> CMAES:
-        """A wrapper around an existing pycma object: an older, pickled checkpoint's, converted (`--trust-pickle`)."""
-        self = cls.__new__(cls)
-        self.es, self._randn = es, es.opts["randn"]
-        if not isinstance(self._randn, _Randn):
-            raise es_state.StateError("a pycma object that does not sample from this code's generator")
-        self.n, self.popsize = int(es.N), int(es.sp.popsize)
-        self.sigma0, self.diagonal = float(es.sigma0), es.opts["CMA_diagonal"] is True
-        self.weight_decay, self.antithetic = float(weight_decay), bool(antithetic)
-        self._np_state = np_state
-        self._seed_rng = es_state.generator(seed_rng, "seed_rng")
-        self._asked = self._seeds = None
         return self
 
 

@@ -15,9 +15,8 @@ a larger `es.generations`) continues a finished training from its checkpoint. SI
 once (the generation in flight is dropped), rewrites the last checkpoint, stops every worker (they close their
 envs) and exits; rerunning the command resumes.
 
-An older version of this code pickled the checkpoint (`controller/es_state.pkl`). Unpickling runs whatever code
-the file names, so it is read only with `--trust-pickle` (the run dir must be the user's own) and then converted
-to `es_state.npz` on the spot; without the flag the stage refuses in one line and writes nothing.
+The checkpoint's reading, checks and writing are `wm.es.checkpoint`'s; an older version's pickled checkpoint
+(`controller/es_state.pkl`) is refused there in one line, nothing written (`--force` trains afresh).
 
 `es.draws: N` runs N independent CMA-ES draws of `es.generations` one after another (draw k seeded `es.seed + k`);
 `es.pick_real: N` then plays every check of every draw on N real episodes (training-side seeds) and makes the best
@@ -44,13 +43,9 @@ from wm.core.rundir import RunDir, atomic_savez
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.envs.family import family
 from wm.es import state as es_state
+from wm.es.checkpoint import STATE_VERSION, check_state, state_path, stored_state, truncate, write_state
 
 VERB = "train-controller"
-STATE_VERSION = 2  # 1: the pickled es_state.pkl of older code (read only with --trust-pickle, then converted)
-# The checkpoint's file names in the stage's folder (`RunDir.es_state`, `RunDir.es_state_legacy`).
-STATE_FILE = RunDir(".").es_state.name
-LEGACY_STATE_FILE = RunDir(".").es_state_legacy.name
-TRUST_PICKLE = "--trust-pickle"
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -67,22 +62,6 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="continue a finished training from its es_state.npz to a larger es.generations (with --set "
         "es.generations=N); rerun evaluate --force afterwards",
     )
-    p.add_argument(
-        TRUST_PICKLE,
-        action="store_true",
-        help=f"read the {LEGACY_STATE_FILE} checkpoint an older version of this code wrote and convert it to "
-        f"{STATE_FILE}; only for a run dir of your own: unpickling a file runs any code it holds",
-    )
-
-
-def state_path(run: RunDir) -> Path:
-    """The checkpoint: `controller/es_state.npz`."""
-    return run.es_state
-
-
-def legacy_state_path(run: RunDir) -> Path:
-    """An older version's pickled checkpoint: `controller/es_state.pkl`."""
-    return run.es_state_legacy
 
 
 @dataclass(frozen=True)
@@ -91,7 +70,6 @@ class Options:
 
     stop_after: int = 0  # stop (resumably, as on SIGTERM) after this many generations in this session; 0: never
     extend: bool = False  # continue a finished training from its checkpoint to a larger es.generations
-    trust_pickle: bool = False  # read (and convert) an older version's pickled es_state.pkl
     force: bool = False  # start afresh: the checkpoint is deleted
 
 
@@ -110,7 +88,7 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
         return
     if int(cfg.es.draws) > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
-    st = _stored_state(run, opts, convert=False)  # before anything is written: an older pickle is read, not converted
+    st = stored_state(run)  # before anything is written: an older pickle is refused here
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
@@ -178,38 +156,9 @@ def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
 
 
-DEVICES = ("auto", "cpu", "gpu")
-
-
-def decide_devices(cfg: Config, under_mpi: bool) -> Any:
-    """This process's TF devices (`wm.core.tf_setup.decide`), decided once before anything starts TF; returns them.
-
-    Under mpirun rank 0 runs CMA-ES and never a model: one thread, no GPU (the worker ranks decide the same in the
-    CLI). Alone with dream fitness this process is the batched pool's only worker: all TF threads, and the GPU as
-    `es.device` says (`auto`: when TF sees one, an earlier decision of this process kept; `cpu`: never; `gpu`:
-    a WMError when TF sees none). Alone with real or toy fitness: one thread, no GPU (the engine's CPU worker).
-    """
-    from wm.core import tf_setup
-
-    device = str(cfg.es.device)  # one of DEVICES (config.RULES)
-    if under_mpi or cfg.es.fitness != "dream":
-        return tf_setup.decide(threads=1, gpu=False)
-    try:
-        if device == "cpu":
-            return tf_setup.decide(threads=None, gpu=False)
-        if device == "auto":
-            return tf_setup.decide(threads=None, gpu=tf_setup.AUTO)
-        devices = tf_setup.decide(threads=None, gpu=True)
-    except WMError as e:  # TF already runs in this process with the other GPU set
-        raise WMError(f"es.device: {device}, but {e}") from None
-    tf = tf_setup.setup()
-    if not tf.config.list_physical_devices("GPU"):
-        raise WMError("es.device: gpu, but TensorFlow sees no GPU on this machine; set es.device to auto or cpu")
-    return devices
-
-
 def run(cfg: Config, run: RunDir, opts: Options) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
+    from wm.core.devices import decide_devices
     from wm.mpi import launched_rank, launched_size, release_workers
 
     if launched_rank() > 0:
@@ -217,123 +166,12 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
         serve()
         return
-    # TF's devices, once, before anything starts it (`decide_devices`).
+    # TF's devices, once, before anything starts it (`wm.core.devices`).
     try:
         devices = decide_devices(cfg, under_mpi=launched_size() > 1)
         _train(cfg, run, opts, devices)
     finally:
         release_workers()
-
-
-def _truncate(path: Any, size: int) -> None:
-    if path.exists() and path.stat().st_size > size:
-        with open(path, "r+b") as f:
-            f.truncate(size)
-
-
-def _read_state(path: Path) -> dict[str, Any]:
-    """The checkpoint `path` (`es_state.npz`): plain values and arrays, read with `np.load(allow_pickle=False)`."""
-    try:
-        return es_state.load(path)
-    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
-        raise es_state.read_error(path, e) from None
-
-
-def _legacy_refusal(path: Path, run: RunDir) -> WMError:
-    return WMError(
-        f"{path} is a checkpoint in the pickle format of an older version of this code, and reading a pickle runs "
-        f"any code it holds, so it is not read; if this run dir is your own, `python -m wm {VERB} --run {run.path} "
-        f"{TRUST_PICKLE}` converts it to {STATE_FILE} and resumes (or --force starts afresh)"
-    )
-
-
-def _read_legacy(path: Path) -> dict[str, Any]:
-    """`--trust-pickle` only: an older version's pickled checkpoint (the run dir is the user's own), its optimiser
-    state rebuilt and given as `state_dict()`'s plain values; the rest of it was plain values already."""
-    import pickle
-    import warnings
-
-    from wm.es.cmaes import CMAES
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # pycma's "could not import matplotlib" when unpickling imports it
-            st = pickle.loads(path.read_bytes())
-            old = st["es"]
-            if old.get("algorithm", "cma") == "cma":
-                pycma = pickle.loads(old["es"])
-                es = CMAES.from_pycma(pycma, old["np_state"], old["seed_rng"], old["weight_decay"], old["antithetic"])
-            else:
-                es = pickle.loads(old["pickle"])
-        st["es"] = es.state_dict()
-    except Exception as e:  # noqa: BLE001 — any failure to read it back means the same thing to the user
-        raise WMError(f"{path}: unreadable checkpoint ({type(e).__name__}); rerun with --force to start afresh") from None
-    st["version"] = STATE_VERSION
-    return st
-
-
-def _stored_state(run: RunDir, opts: Options, convert: bool) -> dict[str, Any] | None:
-    """The checkpoint to resume from, None when there is none. An older version's `es_state.pkl` (and no
-    `es_state.npz`): refused in one line without `--trust-pickle`, nothing written; with it, read, and with
-    `convert` written as `es_state.npz` (read back and compared before the pickle is removed)."""
-    path, legacy = state_path(run), legacy_state_path(run)
-    if path.exists():
-        return _read_state(path)
-    if not legacy.exists():
-        return None
-    if not opts.trust_pickle:
-        raise _legacy_refusal(legacy, run)
-    st = _read_legacy(legacy)
-    if convert:
-        _write_state(path, st)
-        again = _read_state(path)
-        from wm.es.others import es_from_state
-
-        if _flat(again) != _flat(st) or _flat(es_from_state(again["es"]).state_dict()) != _flat(st["es"]):
-            path.unlink(missing_ok=True)
-            raise WMError(f"{legacy}: its conversion to {STATE_FILE} did not read back the same; {legacy} is kept")
-        legacy.unlink()
-    return st
-
-
-def _flat(tree: Any) -> tuple[str, list[bytes]]:
-    """A tree's plain values as JSON text and its arrays as bytes (dtype and shape included): equal means identical."""
-    import json
-
-    arrays: list[bytes] = []
-
-    def walk(x: Any) -> Any:
-        if isinstance(x, np.ndarray):
-            arrays.append(f"{x.dtype.str}{x.shape}".encode() + np.ascontiguousarray(x).tobytes())
-            return "<array>"
-        if isinstance(x, np.generic):
-            return [type(x).__name__, x.item()]
-        if isinstance(x, dict):
-            return {"<dict>": [[walk(k), walk(v)] for k, v in x.items()]}
-        if isinstance(x, (list, tuple)):
-            return {f"<{type(x).__name__}>": [walk(v) for v in x]}
-        return x
-
-    return json.dumps(walk(tree)), arrays
-
-
-def _write_state(path: Path, state: dict[str, Any]) -> None:
-    try:
-        es_state.save(path, state)
-    except es_state.StateError as e:  # a bug: something in the state is no plain value
-        raise WMError(f"{path}: the checkpoint cannot be written as plain values ({e})") from None
-
-
-def _check_state(state: dict[str, Any], path: Path, n: int, popsize: int, algorithm: str = "cma") -> dict[str, Any]:
-    if state.get("version") != STATE_VERSION or state.get("n_params") != n or state.get("popsize") != popsize:
-        raise WMError(
-            f"{path} was written for {state.get('n_params')} params × pop {state.get('popsize')}, "
-            f"the config asks {n} × {popsize}; rerun with --force to start afresh"
-        )
-    held = state["es"].get("algorithm", "cma")
-    if held != algorithm:
-        raise WMError(f"{path} holds a {held} state but es.algorithm is {algorithm}; rerun with --force to start afresh")
-    return state
 
 
 @dataclass
@@ -367,7 +205,7 @@ def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path,
     es_cfg = cfg.es
     P, G, D = int(es_cfg.popsize), int(es_cfg.generations), int(es_cfg.draws)
     if stored is not None:
-        st = _check_state(stored, spath, n, P, str(es_cfg.algorithm))
+        st = check_state(stored, spath, n, P, str(es_cfg.algorithm))
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
             raise WMError(
                 f"{spath}: its draws are {st.get('draw_generations')} generations long and es.generations is "
@@ -415,13 +253,13 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     spath, metrics = state_path(run), run.metrics_path(VERB)
     if opts.force:
         spath.unlink(missing_ok=True)
-        legacy_state_path(run).unlink(missing_ok=True)
-    stored = _stored_state(run, opts, convert=True)  # an older pickle without --trust-pickle: refused, nothing written
+        run.es_state_legacy.unlink(missing_ok=True)  # an older version's pickled checkpoint too
+    stored = stored_state(run)  # an older pickle: refused, nothing written
     out.mkdir(parents=True, exist_ok=True)
     es, st = _start(cfg, run, stored, spath, n)
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
-    _truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
+    truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
     spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
     batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
@@ -438,7 +276,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
             picked = _pick_real(cfg, run, pool, spec, log) if int(es_cfg.pick_real) > 0 else {}
         except KeyboardInterrupt:
             if "es" in st:
-                _write_state(spath, st)  # the last complete generation; the one in flight is dropped
+                write_state(spath, st)  # the last complete generation; the one in flight is dropped
             log.info(
                 "stopped at generation %d; checkpoint %s written; rerun the same command to resume",
                 st["generation"],
@@ -573,7 +411,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
         log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
     st.update(generation=gen, es=t.es.state_dict(), metrics_bytes=t.metrics.stat().st_size)
     st["curriculum"] = t.curriculum.state_dict()
-    _write_state(t.spath, st)
+    write_state(t.spath, st)
     return rec
 
 
