@@ -14,8 +14,10 @@ import pytest
 
 from wm.core import config as C
 from wm.core import rundir as RD
+from wm.core.atomic import atomic_path, atomic_savez, atomic_write_json
+from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
+from wm.core.rundir import RunDir
 
 
 def test_config_written_at_creation_and_conflicts_refused(tmp_path):
@@ -60,7 +62,7 @@ def test_atomic_write_killed_process_leaves_no_half_file(tmp_path):
     target = tmp_path / "big.npz"
     code = (
         "import os, signal, numpy as np\n"
-        "from wm.core.rundir import atomic_path\n"
+        "from wm.core.atomic import atomic_path\n"
         f"with atomic_path({str(target)!r}) as tmp:\n"
         "    f = open(tmp, 'wb'); f.write(b'PK' * 1000); f.flush()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"

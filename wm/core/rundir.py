@@ -2,7 +2,8 @@
 
 `runs/<name>/` holds `config.yaml` (the resolved config, written when the run is created), one folder per
 stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`.
-Everything is written under a temporary name and renamed, so a crash never leaves a half file visible.
+Everything is written through `wm.core.atomic` (a temporary name, then a rename), so a crash never leaves a half
+file visible.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
-import io
 import json
 import os
 import re
@@ -19,13 +19,14 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wm.core.bounded import json_line, read_json, read_json_or, read_lines, read_yaml
+from wm.core.atomic import atomic_write_bytes, atomic_write_json, atomic_write_text
+from wm.core.bounded import read_json, read_json_or, read_yaml
 from wm.core.config import Config, defaults, flatten, update
 from wm.core.errors import WMError, WriteError, describe_os_error
 from wm.core.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
@@ -39,13 +40,6 @@ __all__ = [
     "STAGES",
     "RunDir",
     "Stage",
-    "atomic_path",
-    "atomic_save",
-    "atomic_savez",
-    "atomic_write_bytes",
-    "atomic_write_json",
-    "atomic_write_text",
-    "read_jsonl",
     "round_dirs",
     "stage",
 ]
@@ -72,119 +66,6 @@ PARAMS = {"best": "params_best", "mean": "params_mean"}
 EPISODE_FILE = re.compile(
     r"^ep_(\d{6,})\.npz$"
 )  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
-
-
-# ---------------------------------------------------------------- atomic writes
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux tells it (/proc), else set and restored at once."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def plain_mode(path: str | os.PathLike[str], folder: bool = False) -> None:
-    """Give a file (or folder) made by `tempfile`, which creates them 0600 (0700), the mode a plain `open` (`mkdir`)
-    would have given under the umask: a group's shared project folder, a served report, another user's `results`."""
-    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; on clean exit it is fsynced and renamed onto `path`.
-
-    On an exception the temporary file is removed and `path` is untouched. The temporary name keeps the
-    suffix of `path` (libraries such as Keras and NumPy insist on it) and starts with `.tmp-`, which every
-    reader of the run dir ignores (and the CLI removes from a stage's folder when the stage starts).
-
-    An OSError on the way (a full disk, a read-only or forbidden folder, inside the body too) becomes a
-    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...`.
-    """
-    path = Path(path)
-    tmp_path = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
-        os.close(fd)
-        tmp_path = Path(tmp)
-        plain_mode(tmp_path)
-        yield tmp_path
-        with open(tmp_path, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except WriteError:
-        raise
-    except OSError as e:
-        raise WriteError(describe_os_error(e, path)) from e
-    finally:
-        if tmp_path is not None:
-            with contextlib.suppress(OSError):
-                tmp_path.unlink(missing_ok=True)
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
-def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, level: int = 1, **arrays: np.ndarray) -> None:
-    """An `.npz` (readable by `np.load`) written to a temporary name, then renamed.
-
-    Deflate level 1 instead of NumPy's default 6: on episode frames it is ~4× faster for ~10 % larger files,
-    which matters when collection workers share the cores with the games (measured in bench/collect.py).
-    """
-    import zipfile
-
-    buf = io.BytesIO()
-    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
-    with zipfile.ZipFile(buf, "w", compression=mode, compresslevel=level if compressed else None) as zf:
-        for name, arr in arrays.items():
-            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> None:
-    """Call `save(tmp_path)` (e.g. `model.save_weights`) and rename the result onto `path`."""
-    with atomic_path(path) as tmp:
-        save(tmp)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """The same bytes: a hard link (rounds link their V) without reading, else compared in full; False when b is
-    missing."""
-    import filecmp
-
-    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in read_lines(path):
-        try:
-            out.append(json_line(line))
-        except WMError:
-            continue
-    return out
 
 
 # ---------------------------------------------------------------- run directory
