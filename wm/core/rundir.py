@@ -1,9 +1,10 @@
-"""The run directory: the one contract every stage shares (DESIGN.md).
+"""The run directory's layout: the one contract every stage shares (docs/architecture.md, docs/guide/run-directory.md).
 
 `runs/<name>/` holds `config.yaml` (the resolved config, written when the run is created), one folder per
-stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`.
-Everything is written through `wm.core.atomic` (a temporary name, then a rename), so a crash never leaves a half
-file visible.
+stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`. `RunDir` says
+where each file lives (`ARTIFACTS`: no other module spells an artifact's name) and reads the stages' state from them.
+How a file is written is `wm.core.atomic`'s (a temporary name, then a rename: a crash never leaves a half file
+visible); how a stage's LOCK is taken and judged, `wm.core.runlock`'s; a refused command's rollback, `wm.core.rollback`'s.
 """
 
 from __future__ import annotations
@@ -54,10 +55,8 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "tau_sweep": ("evaluate", "temperature_sweep.json"),
     "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
 }
-PARAMS = {"best": "params_best", "mean": "params_mean"}
-EPISODE_FILE = re.compile(
-    r"^ep_(\d{6,})\.npz$"
-)  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
+PARAMS = {"best": "params_best", "mean": "params_mean"}  # controller parameter files by name (evaluate.params)
+EPISODE_FILE = re.compile(r"^ep_(\d{6,})\.npz$")  # episodes/ and series/ hold one file per episode slot
 
 
 class RunDir:
