@@ -22,8 +22,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from wm.core.bounded import read_jsonl  # noqa: E402
 from wm.core.config import load, update  # noqa: E402
-from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 from wm.envs.family import CARRACING, family  # noqa: E402
 
 

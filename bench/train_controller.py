@@ -50,7 +50,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.core.bounded import read_jsonl  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 
 MPIRUN = str(Path(sys.executable).with_name("mpirun"))
 TICK = os.sysconf("SC_CLK_TCK")

@@ -18,7 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from wm.core.rundir import RunDir, read_jsonl  # noqa: E402
+from wm.core.bounded import read_jsonl  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 
 PAPER = {25: 822.9, 50: 867.5, 200: 880.4, 500: 890.6, 1500: 896.4, 1800: 900.46}  # §7, 64 × 16 a generation
 PAPER_EPISODES = 64 * 16

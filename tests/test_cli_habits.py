@@ -15,8 +15,9 @@ from vae_data import make_run
 
 from wm import __version__, cli
 from wm.core import config as C
+from wm.core.atomic import atomic_write_text
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_text
+from wm.core.rundir import RunDir
 from wm.data.episodes import episode_name, read_episode, write_episode
 
 

@@ -78,7 +78,7 @@ def test_collection_is_deterministic_and_well_formed(tmp_path):
     np.testing.assert_array_equal(first, a["ep_000002.npz"]["obs"][0])
     run = RunDir(tmp_path / "a")
     assert run.is_done("collect")
-    recs = [r for r in __import__("wm.core.rundir", fromlist=["read_jsonl"]).read_jsonl(run.metrics_path("collect"))]
+    recs = [r for r in __import__("wm.core.bounded", fromlist=["read_jsonl"]).read_jsonl(run.metrics_path("collect"))]
     assert recs[-1]["collect/episodes"] == 4 and recs[-1]["collect/frames"] == sum(len(e["done"]) for e in a.values())
     assert recs[-1]["collect/steps_per_s"] > 0
 

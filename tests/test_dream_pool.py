@@ -58,7 +58,7 @@ def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, Run
     from wm.core import tf_setup
 
     tf_setup.setup(gpu=False)
-    from wm.core.rundir import atomic_savez
+    from wm.core.atomic import atomic_savez
     from wm.models.mdnrnn import save_config
     from wm.models.training import save_weights
 

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from wm.core import config as C
+from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, read_jsonl
+from wm.core.rundir import RunDir
 from wm.es import state as es_state
 from wm.es.cmaes import CMAES, episode_seeds, member_seeds, penalized_fitness
 

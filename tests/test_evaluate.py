@@ -41,7 +41,7 @@ def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
     from wm.core import tf_setup
 
     tf_setup.setup(gpu=False)
-    from wm.core.rundir import atomic_savez
+    from wm.core.atomic import atomic_savez
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN, save_config
     from wm.models.training import save_weights
@@ -207,7 +207,7 @@ def test_the_sweeps_rows_play_over_the_ranks_of_one_mpi_job_as_in_one_process(tm
     """`mpirun -n 3 python -m wm evaluate --sweep` with a second C trained at another τ: one MPI pool plays both
     controllers' real episodes (its ranks get the second C as a new context) and the table equals the serial one's
     (before: the pool of the first row stopped the ranks and the second played in local processes)."""
-    from wm.core.rundir import atomic_savez
+    from wm.core.atomic import atomic_savez
     from wm.tools.sweep import prepare_tau_run
 
     cfg, run = _tiny_run(tmp_path)
@@ -271,7 +271,7 @@ def test_the_sweep_table_is_current_only_for_the_same_rows_played_after_their_co
     episodes, and was written after every C's parameters (a C retrained since, another τ or count: played again)."""
     import os
 
-    from wm.core.rundir import atomic_write_json
+    from wm.core.atomic import atomic_write_json
     from wm.tools.sweep import table_is_current
 
     src = RunDir(tmp_path / "run")

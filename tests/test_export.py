@@ -12,9 +12,10 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from wm.core.atomic import atomic_savez, atomic_write_json  # noqa: E402
 from wm.core.config import load  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
-from wm.core.rundir import RunDir, atomic_savez, atomic_write_json  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 from wm.tools.export import AGENT_FILE, export  # noqa: E402
 
 SHIPPED = "wm/agents/doom_small_s2"

@@ -21,8 +21,10 @@ from vae_data import make_run
 
 from wm import cli
 from wm.core import config as C
+from wm.core.atomic import atomic_write_bytes
+from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_bytes, read_jsonl
+from wm.core.rundir import RunDir
 from wm.data.episodes import episode_name, list_episodes, read_episode, write_episode
 
 VAE_SETS = [

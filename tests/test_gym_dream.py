@@ -232,7 +232,7 @@ def test_make_from_a_run_dir(run_dir):
 def steering_run(path):
     """A run whose hand-set M (z 2, one Gaussian) draws z′ ~ N(0, 0.4²) each step and whose done head fires when the
     action strays from z₀ (|a − z₀| ≳ 0.4): a = 0 dies within a few steps, a ≈ z₀ survives long."""
-    from wm.core.rundir import atomic_savez
+    from wm.core.atomic import atomic_savez
     from wm.models.mdnrnn import MDNRNN, save_config
     from wm.models.training import save_weights
 

@@ -9,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
+from wm.core.atomic import atomic_savez
 from wm.core.config import load
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_savez
+from wm.core.rundir import RunDir
 from wm.data.episodes import write_episode
 from wm.rounds.iterate import prepare_round, round_config
 

@@ -10,9 +10,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from wm.core.atomic import atomic_savez  # noqa: E402
 from wm.core.config import defaults, update  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
-from wm.core.rundir import RunDir, atomic_savez  # noqa: E402
+from wm.core.rundir import RunDir  # noqa: E402
 from wm.data.episodes import episode_name, write_episode  # noqa: E402
 from wm.models import mixture, mixture_tf  # noqa: E402
 from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer  # noqa: E402
@@ -413,7 +414,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     """…with M's dropout too (its masks follow the restored step counter, so the resumed run is the same) and with
     a reward head (its loss logged and falling)."""
     import wm.models.training
-    from wm.core.rundir import read_jsonl
+    from wm.core.bounded import read_jsonl
     from wm.stages import train_mdnrnn
 
     cfg, run = _stage_run(tmp_path / "a", batching, **over)

@@ -194,7 +194,7 @@ def test_compiled_train_steps_agree():
 def test_stage_trains_the_same_with_either(tmp_path):
     """train-mdnrnn with `mdnrnn.lstm: keras` (streams: restarts inside chunks, state carried) reproduces custom."""
     from tests.test_mdnrnn import _stage_run
-    from wm.core.rundir import read_jsonl
+    from wm.core.bounded import read_jsonl
     from wm.models.mdnrnn import load_mdnrnn
     from wm.stages import train_mdnrnn
 

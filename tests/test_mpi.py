@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wm.core.rundir import RunDir, read_jsonl
+from wm.core.bounded import read_jsonl
+from wm.core.rundir import RunDir
 
 pytestmark = pytest.mark.mpi
 

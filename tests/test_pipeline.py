@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from wm.core.rundir import STAGES, RunDir, read_jsonl
+from wm.core.bounded import read_jsonl
+from wm.core.rundir import STAGES, RunDir
 
 pytestmark = [pytest.mark.slow, pytest.mark.env, pytest.mark.mpi]
 

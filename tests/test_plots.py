@@ -11,7 +11,8 @@ import pytest
 
 from tests.test_results import _eval, _run
 from wm.core import config as C
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.atomic import atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rounds.iterate import PassCheck
 from wm.rounds.record import round_checks, write_rounds
 from wm.tools import plots as P

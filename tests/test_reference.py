@@ -9,7 +9,8 @@ import pytest
 
 from wm import cli
 from wm.core import config as C
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.atomic import atomic_write_json
+from wm.core.rundir import RunDir
 from wm.tools import reference
 
 

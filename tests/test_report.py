@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from wm.core import config as C
+from wm.core.atomic import atomic_write_json
 from wm.core.media import save_gif, save_png
 from wm.core.metrics import make_logger
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.rundir import RunDir
 from wm.tools import report as R
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -110,7 +111,7 @@ def test_report_on_empty_run_has_no_dangling_links(tmp_path):
 def test_the_report_lists_cs_checks_with_their_real_pick_and_marks_best(tmp_path):
     """`## C's checks`: each kept check's own score beside the real score `es.pick_real` gave it, and the check
     best.npz holds (the pick's, not the best check's)."""
-    from wm.core.rundir import atomic_savez
+    from wm.core.atomic import atomic_savez
 
     run = _fixture_run(tmp_path, evals=False)
     assert "## C's checks" not in R.render(run)

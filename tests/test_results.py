@@ -12,8 +12,9 @@ import pytest
 
 from wm.cli import main as wm_main
 from wm.core import config as C
+from wm.core.atomic import atomic_write_json
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rollouts.evaluation import write_results
 from wm.tools.results import bootstrap_ci, format_table, gather, gather_paired, hierarchical_ci, paired_row
 

@@ -603,7 +603,7 @@ def test_status_and_the_report_read_a_pass_left_to_the_result_as_result_only(tmp
 def test_the_demo_table_marks_only_the_result_c(tmp_path, capsys):
     import numpy as np
 
-    from wm.core.rundir import atomic_write_json
+    from wm.core.atomic import atomic_write_json
     from wm.rollouts.evaluation import write_results
 
     run, r1 = RunDir(tmp_path / "r"), RunDir(tmp_path / "r" / "round1")

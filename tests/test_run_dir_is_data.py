@@ -17,8 +17,9 @@ import pytest
 
 from wm import cli
 from wm.core import config as C
+from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
+from wm.core.rundir import RunDir
 
 
 def _tree(root: Path) -> dict[str, bytes | None]:

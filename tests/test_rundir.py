@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 from wm.core import config as C
-from wm.core import rundir as RD
+from wm.core import runlock as RL
+from wm.core.atomic import atomic_path, atomic_savez, atomic_write_json
+from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_path, atomic_savez, atomic_write_json, read_jsonl
+from wm.core.rundir import RunDir
 
 
 def test_config_written_at_creation_and_conflicts_refused(tmp_path):
@@ -60,7 +62,7 @@ def test_atomic_write_killed_process_leaves_no_half_file(tmp_path):
     target = tmp_path / "big.npz"
     code = (
         "import os, signal, numpy as np\n"
-        "from wm.core.rundir import atomic_path\n"
+        "from wm.core.atomic import atomic_path\n"
         f"with atomic_path({str(target)!r}) as tmp:\n"
         "    f = open(tmp, 'wb'); f.write(b'PK' * 1000); f.flush()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
@@ -142,7 +144,7 @@ def test_taking_a_foreign_lock_over_reads_its_age_on_the_file_servers_clock(tmp_
     _foreign_lock(run, "collect", age=5)
     before = sorted(p.name for p in run.stage_dir("collect").iterdir())
     ahead = time.time() + 3600
-    monkeypatch.setattr(RD.time, "time", lambda: ahead)
+    monkeypatch.setattr(RL.time, "time", lambda: ahead)
     assert run.state("collect") == "resumable"  # a reader, on this host's clock, thinks it stale
     with pytest.raises(WMError, match=r"already running in this run dir \(pid 4242 on node17"):
         with run.lock("collect"):
@@ -155,7 +157,7 @@ def test_a_stale_or_broken_lock_from_another_host_is_taken_over_in_one_line(tmp_
     import socket
 
     run = RunDir(tmp_path)
-    _foreign_lock(run, "collect", age=RD.LOCK_STALE_S + 1)  # before: a LOCK from another host held for good
+    _foreign_lock(run, "collect", age=RL.LOCK_STALE_S + 1)  # before: a LOCK from another host held for good
     assert run.state("collect") == "resumable"  # its folder holds the stale LOCK
     with run.lock("collect"):
         assert run.lock_info("collect").host == socket.gethostname() and run.state("collect") == "running"
@@ -171,7 +173,7 @@ def test_a_stale_or_broken_lock_from_another_host_is_taken_over_in_one_line(tmp_
 
 
 def test_a_held_lock_is_refreshed_while_its_stage_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(RD, "LOCK_REFRESH_S", 0.05)
+    monkeypatch.setattr(RL, "LOCK_REFRESH_S", 0.05)
     run = RunDir(tmp_path)
     with run.lock("collect"):
         lock = run.stage_dir("collect") / "LOCK"

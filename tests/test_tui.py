@@ -28,8 +28,9 @@ from wm.tui.screens.tools import ToolsScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
 from wm.core import config as C
+from wm.core.atomic import atomic_write_json
 from wm.core.launcher import Launcher, add_launcher_args, from_args
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rounds.iterate import PassCheck
 from wm.rounds.record import write_rounds
 from wm.tools import status
@@ -600,7 +601,7 @@ def test_stop_never_signals_the_pid_of_another_hosts_job(tmp_path, monkeypatch):
     no signal (before: the other host's pid was signalled here, whatever process has it on this machine)."""
     import time
 
-    from wm.core.rundir import atomic_write_json
+    from wm.core.atomic import atomic_write_json
 
     run = make_run(tmp_path)
     atomic_write_json(run.stage_dir("encode") / "LOCK", {"pid": os.getpid(), "host": "node17", "started": time.time()})

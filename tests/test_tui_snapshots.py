@@ -23,7 +23,8 @@ from wm.tui.process import default_ranks
 from wm.tui.screens import run as run_screen
 from wm.tui.screens.launch import LaunchScreen
 
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.atomic import atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rounds.iterate import PassCheck
 from wm.rounds.record import write_rounds
 

@@ -12,10 +12,10 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
+from wm.core.bounded import read_jsonl  # noqa: E402
 from wm.core.config import load  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.metrics import make_logger  # noqa: E402
-from wm.core.rundir import read_jsonl  # noqa: E402
 
 
 def _train(cfg, run, **kw):

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from wm.core import config as C
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.atomic import atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rounds.workclock import UNITS, WorkLedger, pass_units, seconds, stage_units
 
 

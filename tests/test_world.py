@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 from wm.core import config as C
+from wm.core.atomic import atomic_savez
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_savez
+from wm.core.rundir import RunDir
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 from wm.rollouts.world import load_world
 

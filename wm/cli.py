@@ -216,9 +216,9 @@ def run_stage(args: argparse.Namespace) -> int:
 
 def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
     """Run the stage; when it refuses (a `WMError` that is not a `RunFailed`), take back what the command wrote
-    about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.core.rundir.Snapshot`)."""
+    about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.core.rollback.Snapshot`)."""
     from wm.core.errors import RunFailed, WMError
-    from wm.core.rundir import Snapshot
+    from wm.core.rollback import Snapshot
 
     snap = Snapshot(run.path, run.stage_dir(verb))
     try:

@@ -7,6 +7,8 @@ the suite reads from it is parsed, never executed, and every read is bounded:
   gigabytes), no nesting deeper than Python's recursion allows; one `WMError` line otherwise.
 * `read_json` / `json_line` — `DONE`, `summary.json`, `agent.json`, `rounds.json`, a metrics line: at most
   `MAX_JSON_BYTES`, nesting at most `MAX_DEPTH` deep; one `WMError` line otherwise.
+* `read_jsonl` — a `.jsonl` file (metrics, an evaluation's episodes): at most `MAX_JSON_BYTES`, each line read as
+  `json_line`; a torn last line (a crash mid-write) is skipped.
 * `closed_tree` — refuses a run directory holding a symbolic link that leads out of it: every write, append, delete,
   truncate and sweep of a stage then stays inside the run (a link that stays inside is harmless and allowed).
 * `check_h5` — refuses a Keras weights file whose datasets use HDF5 external storage or external / soft links,
@@ -119,6 +121,20 @@ def json_line(line: str, where: object = "a JSON line") -> Any:
 def read_lines(path: str | os.PathLike[str], limit: int = MAX_JSON_BYTES) -> list[str]:
     """The lines of a run's text file (`.jsonl`, a log), at most `limit` bytes of it from the start."""
     return _bytes(Path(path), limit).decode(errors="replace").splitlines()
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in read_lines(path):
+        try:
+            out.append(json_line(line))
+        except WMError:
+            continue
+    return out
 
 
 def closed_tree(root: str | os.PathLike[str]) -> None:

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from wm.core.rundir import plain_mode
+from wm.core.atomic import plain_mode
 
 
 def copy_tree(src: Path, dst: Path, hard_links: bool = False) -> Path:

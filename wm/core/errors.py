@@ -13,7 +13,7 @@ class RunFailed(WMError):
 class WriteError(RunFailed):
     """An OSError while writing a file of the run dir (a full disk, a read-only or forbidden folder).
 
-    Raised by `wm.core.rundir.atomic_path` with one line naming the file and the errno: the write went to a temporary
+    Raised by `wm.core.atomic.atomic_path` with one line naming the file and the errno: the write went to a temporary
     name, so the previous version of the file (if any) is intact, and a rerun resumes. A plain `WMError` subclass
     holding only its message, so it crosses process boundaries (spawned collect workers) unchanged.
     """

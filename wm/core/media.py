@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wm.core.rundir import atomic_path
+from wm.core.atomic import atomic_path
 
 
 def to_uint8(x: np.ndarray) -> np.ndarray:

@@ -85,7 +85,7 @@ class MlflowSink:
         params = [Param(k, str(v)[:MAX_PARAM]) for k, v in sorted(flatten(cfg.to_dict()).items())]
         for i in range(0, len(params), 100):  # MLflow takes at most 100 params per batch
             self.client.log_batch(rid, params=params[i : i + 100])
-        from wm.core.rundir import atomic_write_json
+        from wm.core.atomic import atomic_write_json
 
         atomic_write_json(path, {"run_id": rid, "tracking_uri": self.client.tracking_uri, "experiment": name})
         return rid

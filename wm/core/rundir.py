@@ -1,34 +1,28 @@
-"""The run directory: the one contract every stage shares (DESIGN.md).
+"""The run directory's layout: the one contract every stage shares (docs/architecture.md, docs/guide/run-directory.md).
 
 `runs/<name>/` holds `config.yaml` (the resolved config, written when the run is created), one folder per
-stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`.
-Everything is written under a temporary name and renamed, so a crash never leaves a half file visible.
+stage with a `DONE` sentinel written last, `logs/<stage>.log`, `metrics/<stage>.jsonl` and `tb/`. `RunDir` says
+where each file lives (`ARTIFACTS`: no other module spells an artifact's name) and reads the stages' state from them.
+How a file is written is `wm.core.atomic`'s (a temporary name, then a rename: a crash never leaves a half file
+visible); how a stage's LOCK is taken and judged, `wm.core.runlock`'s; a refused command's rollback, `wm.core.rollback`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import errno
-import io
-import json
 import os
 import re
-import socket
-import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from wm.core.bounded import json_line, read_json, read_json_or, read_lines, read_yaml
+from wm.core.atomic import atomic_write_json, atomic_write_text
+from wm.core.bounded import read_json_or, read_yaml
 from wm.core.config import Config, defaults, flatten, update
-from wm.core.errors import WMError, WriteError, describe_os_error
+from wm.core.errors import WMError
 from wm.core.registry import FREE_SECTIONS, GLOBAL_SECTIONS, STAGES, Stage, stage
+from wm.core.runlock import LockInfo, StageLock, dead_lock_temp
 
 # The registry owns the stages; these names are re-exported for the run dir's readers.
 __all__ = [
@@ -39,13 +33,6 @@ __all__ = [
     "STAGES",
     "RunDir",
     "Stage",
-    "atomic_path",
-    "atomic_save",
-    "atomic_savez",
-    "atomic_write_bytes",
-    "atomic_write_json",
-    "atomic_write_text",
-    "read_jsonl",
     "round_dirs",
     "stage",
 ]
@@ -68,224 +55,8 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "tau_sweep": ("evaluate", "temperature_sweep.json"),
     "tau_sweep_table": ("evaluate", "temperature_sweep.md"),
 }
-PARAMS = {"best": "params_best", "mean": "params_mean"}
-EPISODE_FILE = re.compile(
-    r"^ep_(\d{6,})\.npz$"
-)  # episodes/ and series/ hold one file per episode slot  # controller parameter files by name (evaluate.params)
-
-
-# ---------------------------------------------------------------- atomic writes
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux tells it (/proc), else set and restored at once."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def plain_mode(path: str | os.PathLike[str], folder: bool = False) -> None:
-    """Give a file (or folder) made by `tempfile`, which creates them 0600 (0700), the mode a plain `open` (`mkdir`)
-    would have given under the umask: a group's shared project folder, a served report, another user's `results`."""
-    os.chmod(path, (0o777 if folder else 0o666) & ~_umask())
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path next to `path`; on clean exit it is fsynced and renamed onto `path`.
-
-    On an exception the temporary file is removed and `path` is untouched. The temporary name keeps the
-    suffix of `path` (libraries such as Keras and NumPy insist on it) and starts with `.tmp-`, which every
-    reader of the run dir ignores (and the CLI removes from a stage's folder when the stage starts).
-
-    An OSError on the way (a full disk, a read-only or forbidden folder, inside the body too) becomes a
-    `WriteError`: one line naming `path` and the errno, the CLI's `error: cannot write ...`.
-    """
-    path = Path(path)
-    tmp_path = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{path.stem}-", suffix="".join(path.suffixes), dir=path.parent)
-        os.close(fd)
-        tmp_path = Path(tmp)
-        plain_mode(tmp_path)
-        yield tmp_path
-        with open(tmp_path, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    except WriteError:
-        raise
-    except OSError as e:
-        raise WriteError(describe_os_error(e, path)) from e
-    finally:
-        if tmp_path is not None:
-            with contextlib.suppress(OSError):
-                tmp_path.unlink(missing_ok=True)
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    atomic_write_bytes(path, text.encode())
-
-
-def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n")
-
-
-def atomic_savez(path: str | os.PathLike[str], compressed: bool = True, level: int = 1, **arrays: np.ndarray) -> None:
-    """An `.npz` (readable by `np.load`) written to a temporary name, then renamed.
-
-    Deflate level 1 instead of NumPy's default 6: on episode frames it is ~4× faster for ~10 % larger files,
-    which matters when collection workers share the cores with the games (measured in bench/collect.py).
-    """
-    import zipfile
-
-    buf = io.BytesIO()
-    mode = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
-    with zipfile.ZipFile(buf, "w", compression=mode, compresslevel=level if compressed else None) as zf:
-        for name, arr in arrays.items():
-            with zf.open(f"{name}.npy", "w", force_zip64=True) as f:
-                np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False)
-    atomic_write_bytes(path, buf.getvalue())
-
-
-def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> None:
-    """Call `save(tmp_path)` (e.g. `model.save_weights`) and rename the result onto `path`."""
-    with atomic_path(path) as tmp:
-        save(tmp)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """The same bytes: a hard link (rounds link their V) without reading, else compared in full; False when b is
-    missing."""
-    import filecmp
-
-    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
-
-
-def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """All complete JSON lines of a file; a torn last line (crash mid-write) is ignored."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    out = []
-    for line in read_lines(path):
-        try:
-            out.append(json_line(line))
-        except WMError:
-            continue
-    return out
-
-
-# ---------------------------------------------------------------- run directory
-
-
-# A LOCK is rewritten this often while its stage runs; one from another host unrefreshed for LOCK_STALE_S is a dead
-# job's (its node crashed). Whether to take one over does not trust the hosts' clocks to agree: the LOCK's mtime is set
-# by the file server, and a stage about to take it over compares it with the mtime of the file it has just written
-# beside it (the server's "now"). Readers (status, the TUI), which write nothing, compare it with this host's clock.
-LOCK_REFRESH_S = 30.0
-LOCK_STALE_S = 600.0
-
-
-@dataclasses.dataclass(frozen=True)
-class LockInfo:
-    """A stage's LOCK as read: its owner, when it started, seconds since it was last written, whether it holds."""
-
-    pid: int
-    host: str
-    started: float
-    age: float
-    held: bool
-
-    def describe(self) -> str:
-        since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started)) if self.started else "?"
-        return f"pid {self.pid} on {self.host or '?'}, since {since}, refreshed {self.age:.0f} s ago"
-
-    def busy(self, verb: str) -> WMError:
-        """The one line that refuses a second copy of the stage."""
-        if self.host == socket.gethostname():
-            hint = "stop it first, or wait for it to finish"
-        else:
-            stale = f"its LOCK is stale after {LOCK_STALE_S:.0f} s without a refresh"
-            hint = f"if that job is gone, {stale}, or rerun with --break-lock"
-        return WMError(f"stage {verb} is already running in this run dir ({self.describe()}); {hint}")
-
-
-def _lock_record(started: float | None = None) -> dict[str, Any]:
-    return {"pid": os.getpid(), "host": socket.gethostname(), "started": started or time.time()}
-
-
-class _Refresh:
-    """Rewrites a held LOCK every `LOCK_REFRESH_S` from a daemon thread (atomically: a reader never sees it torn),
-    so another host can tell a running stage from a dead one's leftover."""
-
-    def __init__(self, lock: Path, folder: Path) -> None:
-        self.lock, self.folder = lock, folder
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, name="lock-refresh", daemon=True)
-
-    def __enter__(self) -> _Refresh:
-        try:
-            self.started = float(json.loads(self.lock.read_text()).get("started", time.time()))
-        except (OSError, ValueError, AttributeError):
-            self.started = time.time()
-        self.thread.start()
-        return self
-
-    def _loop(self) -> None:
-        while not self.stop.wait(LOCK_REFRESH_S):
-            with contextlib.suppress(OSError):  # a full disk: the next refresh tries again
-                fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=self.folder)
-                with os.fdopen(fd, "w") as f:
-                    json.dump(_lock_record(self.started), f)
-                if self.stop.is_set():  # released meanwhile: do not bring a removed LOCK back
-                    os.unlink(tmp)
-                    return
-                os.replace(tmp, self.lock)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        self.thread.join()
-
-
-def _dead_lock_temp(p: Path) -> bool:
-    """Whether a `.tmp-LOCK-*` file is a dead writer's leftover: its record names a process of this host that is gone
-    (or this one), or, unreadable or another host's, it is over a minute old."""
-    try:
-        rec = json.loads(p.read_text() or "{}")
-        pid, host = int(rec.get("pid", 0) or 0), str(rec.get("host", ""))
-    except (OSError, ValueError, AttributeError, TypeError):
-        pid, host = 0, ""
-    if pid and host == socket.gethostname():
-        return pid == os.getpid() or not _pid_alive(pid)
-    try:
-        return time.time() - p.stat().st_mtime >= 60
-    except OSError:
-        return False
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a killed process not yet reaped by its parent is a zombie: dead for our purposes
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
+PARAMS = {"best": "params_best", "mean": "params_mean"}  # controller parameter files by name (evaluate.params)
+EPISODE_FILE = re.compile(r"^ep_(\d{6,})\.npz$")  # episodes/ and series/ hold one file per episode slot
 
 
 class RunDir:
@@ -452,27 +223,18 @@ class RunDir:
         d = self.stage_dir(key)
         return (d.exists() and any(d.iterdir())) or self.metrics_path(key).exists()
 
-    def lock_info(self, key: str, now: float | None = None) -> LockInfo | None:
-        """Who holds the stage's LOCK (`LockInfo`, `held` False for a stale one), None without a readable LOCK.
+    # -- the stage's LOCK (wm.core.runlock)
+    def stage_lock(self, key: str) -> StageLock:
+        """The stage's `<stage>/LOCK`: who holds it, and holding it while the stage runs."""
+        return StageLock(self.stage_dir(key) / "LOCK", stage(key).verb)
 
-        `now`: the time its age is measured to (default this host's clock; a stage taking the LOCK passes the
-        file server's, the mtime of a file it has just written in the same folder)."""
-        lock = self.stage_dir(key) / "LOCK"
-        try:
-            info = read_json(lock, limit=4096)
-            age = (time.time() if now is None else now) - lock.stat().st_mtime
-            pid, host = int(info.get("pid", 0) or 0), str(info.get("host", ""))
-            started = float(info.get("started", 0.0) or 0.0)
-        except (OSError, WMError, AttributeError, TypeError, ValueError):
-            return None
-        # on this host the process says whether it runs; another host's job says it by refreshing the LOCK
-        held = _pid_alive(pid) if host == socket.gethostname() else age < LOCK_STALE_S
-        return LockInfo(pid, host, started, age, bool(pid) and held)
+    def lock_info(self, key: str, now: float | None = None) -> LockInfo | None:
+        """Who holds the stage's LOCK (`StageLock.info`: `held` False for a stale one), None without a readable LOCK."""
+        return self.stage_lock(key).info(now)
 
     def lock_owner(self, key: str) -> int | None:
         """PID of the process holding the stage's LOCK (on `lock_info(key).host`), else None (a stale LOCK is ignored)."""
-        info = self.lock_info(key)
-        return info.pid if info is not None and info.held else None
+        return self.stage_lock(key).owner()
 
     def state(self, key: str) -> str:
         """One of: 'not started', 'running', 'resumable', 'done'."""
@@ -482,81 +244,10 @@ class RunDir:
             return "running"
         return "resumable" if self.started(key) else "not started"
 
-    @contextlib.contextmanager
-    def lock(self, key: str, break_lock: bool = False) -> Iterator[None]:
-        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'.
-
-        Taken before anything else is written (the CLI binds the config inside it): a command refused because the
-        stage is running has created nothing, not even the stage's folder. The LOCK is created with a hard link,
-        which fails when another process holds it, so two commands started together cannot both get it (`link` is
-        atomic on NFS too). When the guarded block raises, the folders this call created are removed again if they
-        are empty, so a command refused inside it (a config conflict) leaves no trace either.
-
-        The LOCK records host, pid and start time, and is rewritten every `LOCK_REFRESH_S` while held: on a shared
-        file system a LOCK from another host counts as held until it has gone `LOCK_STALE_S` without a refresh (its
-        job died with its node), then it is taken over with one line naming the old owner; `break_lock` (the CLI's
-        `--break-lock`) takes it over at once.
-        """
-        verb = stage(key).verb
-        info = self.lock_info(key)
-        here = info is not None and info.host == socket.gethostname()
-        # refused before anything is written; another host's LOCK is judged in _take_lock, on the server's clock
-        if here and info.held and info.pid != os.getpid() and not break_lock:
-            raise info.busy(verb)
-        folder = self.stage_dir(key)
-        created, p = [], folder
-        while not p.exists():
-            created.append(p)
-            p = p.parent
-        lock = folder / "LOCK"
-        ok = False
-        try:
-            try:
-                self._take_lock(folder, lock, verb, break_lock)
-            except OSError as e:
-                raise WriteError(describe_os_error(e, lock)) from e
-            with _Refresh(lock, folder):
-                yield
-            ok = True
-        finally:
-            if self.lock_owner(key) == os.getpid():
-                lock.unlink(missing_ok=True)
-                # a LOCK refresh or take-over torn by a kill -9 of an earlier run of this stage (a rerun soon after
-                # the kill kept it while it could have been a live command's)
-                for p in folder.glob(".tmp-LOCK-*"):
-                    if _dead_lock_temp(p):
-                        with contextlib.suppress(OSError):
-                            p.unlink()
-            if not ok:
-                for d in created:  # deepest first; only empty ones go
-                    with contextlib.suppress(OSError):
-                        d.rmdir()
-
-    def _take_lock(self, folder: Path, lock: Path, verb: str, break_lock: bool = False) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-LOCK-", dir=folder)
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(_lock_record(), f)
-            try:
-                os.link(tmp, lock)
-            except FileExistsError:  # a stale LOCK (dead owner), or a racing command that got it first
-                old = self.lock_info(verb, now=os.stat(tmp).st_mtime)  # both mtimes on the file server's clock
-                if old is not None and old.held and old.pid != os.getpid() and not break_lock:
-                    raise old.busy(verb) from None
-                # a dead process of this host (a killed run being resumed) is reclaimed silently: its death is
-                # certain; another host's LOCK, judged by its age, or one broken while held is said in one line
-                if old is not None and old.pid != os.getpid() and (old.held or old.host != socket.gethostname()):
-                    why = "broken by --break-lock" if old.held else "stale"
-                    print(f"{verb}: took over the LOCK of {old.describe()}: {why}", file=sys.stderr, flush=True)
-                os.replace(tmp, lock)
-            except OSError as e:  # a file system without hard links
-                if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK):
-                    raise
-                os.replace(tmp, lock)
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    def lock(self, key: str, break_lock: bool = False) -> contextlib.AbstractContextManager[None]:
+        """Hold `<stage>/LOCK` while a stage runs, so a second copy is refused and the TUI can say 'running'
+        (`StageLock.hold`: taken before anything else is written, refreshed while held, a stale one taken over)."""
+        return self.stage_lock(key).hold(break_lock)
 
     def remove_temporaries(self, key: str, recursive: bool = True) -> list[Path]:
         """Delete the `.tmp-*` files (torn atomic writes of a killed run) under the stage's folder, and return them.
@@ -572,7 +263,7 @@ class RunDir:
         for p in found:
             with contextlib.suppress(FileNotFoundError):
                 # a `.tmp-LOCK-*` of a live process is another command's attempt at the LOCK (about to be refused)
-                if p.name.startswith(".tmp-LOCK-") and not _dead_lock_temp(p):
+                if p.name.startswith(".tmp-LOCK-") and not dead_lock_temp(p):
                     continue
                 if p.is_file() or p.is_symlink():
                     p.unlink()
@@ -647,97 +338,5 @@ def round_dirs(path: Path) -> list[Path]:
     return sorted((p for p in Path(path).glob("round*") if p.name[5:].isdigit() and p.is_dir()), key=lambda p: int(p.name[5:]))
 
 
-# Files a command writes about itself rather than a stage's work: a refused command takes these back (`Snapshot`).
+# Files a command writes about itself rather than a stage's work: a refused command takes these back (`wm.core.rollback`).
 BOOKKEEPING = ("config.yaml", "logs", "metrics", "tb", "mlruns")
-
-
-class Snapshot:
-    """What a run directory held before a command, so that a refused command can leave it as it found it.
-
-    A stage refuses (a `WMError`) on checks that belong before any write: config values, upstream artifacts, the
-    share of bad episode files, weights of another shape. Some of them can only be made once the stage has opened
-    its log and metrics, or after the CLI bound the config. `restore()` then puts back `config.yaml`'s bytes, cuts
-    appended logs and metrics back to their old length and removes the files and folders the command created —
-    only when everything it changed is bookkeeping (`BOOKKEEPING`, the stage's LOCK, empty folders): once the stage
-    has written work of its own (an episode, a checkpoint), the failure is left as it is, to resume from. A stage's
-    `DONE` that the command removed (`--force` clears it before the stage's own checks) is put back too: a refused
-    `--force` leaves a finished stage finished.
-    """
-
-    def __init__(self, path: Path, stage_dir: Path):
-        """`stage_dir`: the folder of the stage the command runs, the only work a stage writes; the rest of the run
-        (a paper run's 10k episodes, say) is not scanned."""
-        self.path = path
-        self.existed = path.exists()
-        self.watched = [path / "config.yaml", *(path / b for b in BOOKKEEPING[1:]), stage_dir]
-        self.config = (path / "config.yaml").read_bytes() if (path / "config.yaml").exists() else None
-        self.done_path = stage_dir / "DONE"
-        try:
-            self.done: bytes | None = self.done_path.read_bytes()
-        except OSError:
-            self.done = None
-        self.files: dict[Path, tuple[int, int]] = {}
-        self.dirs: set[Path] = {p for p in (path, *self.watched) if p.is_dir()}
-        for p in self._scan():
-            with contextlib.suppress(OSError):
-                st = p.lstat()
-                if p.is_dir() and not p.is_symlink():
-                    self.dirs.add(p)
-                else:
-                    self.files[p] = (st.st_size, st.st_mtime_ns)
-
-    def _scan(self) -> Iterator[Path]:
-        """Every file and folder of the watched places (those that exist)."""
-        for w in self.watched:
-            if w.is_file():
-                yield w
-            elif w.is_dir():
-                yield w
-                yield from w.rglob("*")
-
-    def _changes(self) -> tuple[list[Path], list[Path], list[Path]]:
-        """(files new, files changed, folders new) since the snapshot."""
-        new, changed, dirs = [], [], []
-        if not self.path.exists():
-            return new, changed, dirs
-        for p in self._scan():
-            try:
-                st = p.lstat()
-            except OSError:
-                continue
-            if p.is_dir() and not p.is_symlink():
-                if p not in self.dirs:
-                    dirs.append(p)
-            elif p not in self.files:
-                new.append(p)
-            elif self.files[p] != (st.st_size, st.st_mtime_ns):
-                changed.append(p)
-        return new, changed, dirs
-
-    def _bookkeeping(self, p: Path) -> bool:
-        rel = p.relative_to(self.path).parts
-        return rel[0] in BOOKKEEPING or rel[-1] == "LOCK"
-
-    def restore(self) -> bool:
-        """Undo the command's bookkeeping if that is all it wrote; True when the run dir is as it was."""
-        new, changed, dirs = self._changes()
-        if not all(self._bookkeeping(p) for p in new + changed):
-            return False
-        for p in new:
-            with contextlib.suppress(OSError):
-                p.unlink()
-        for p in changed:
-            if p.name == "config.yaml" and p.parent == self.path and self.config is not None:
-                atomic_write_bytes(p, self.config)
-            else:  # an appended log or metrics file: its old length back
-                with contextlib.suppress(OSError), open(p, "r+b") as f:
-                    f.truncate(self.files[p][0])
-        for d in sorted(dirs, key=lambda d: len(d.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                d.rmdir()
-        if self.done is not None and not self.done_path.exists():
-            atomic_write_bytes(self.done_path, self.done)
-        if not self.existed:
-            with contextlib.suppress(OSError):
-                self.path.rmdir()
-        return True

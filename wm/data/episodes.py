@@ -25,8 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from wm.core.atomic import atomic_savez
 from wm.core.errors import WMError
-from wm.core.rundir import EPISODE_FILE, atomic_savez
+from wm.core.rundir import EPISODE_FILE
 
 EPISODE_KEYS = ("obs", "action", "reward", "done", "seed")
 SERIES_KEYS = ("mu", "logvar", "action", "reward", "done")

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.atomic import atomic_savez
 from wm.core.errors import WMError
-from wm.core.rundir import atomic_savez
 
 FORMAT = "wm-es-state"
 FORMAT_VERSION = 1

@@ -373,7 +373,7 @@ def make_optimizer(
 
 
 def save_config(model: MDNRNN, path: str | Path) -> None:
-    from wm.core.rundir import atomic_write_json
+    from wm.core.atomic import atomic_write_json
 
     atomic_write_json(path, model.config_dict())
 

@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from wm.core.atomic import atomic_save, atomic_savez
 from wm.core.errors import WMError
-from wm.core.rundir import atomic_save, atomic_savez
 
 T = TypeVar("T")
 

@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.format import duration
-from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
+from wm.core.rundir import RunDir
 from wm.core.seeds import evaluation_seeds
 from wm.rollouts.episodes import scoring_config
 

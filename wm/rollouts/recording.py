@@ -214,8 +214,8 @@ def save_episode_gif(
     lasts stride / fps seconds, so the GIF plays in real time whatever it dropped. Should a scene encode larger than
     GIF_BYTES_PER_PIXEL assumes, the stride grows by the overshoot and the GIF is encoded again (in memory: the file
     is written once, atomically)."""
+    from wm.core.atomic import atomic_write_bytes
     from wm.core.media import encode_gif, gif_durations
-    from wm.core.rundir import atomic_write_bytes
 
     steps = min(len(frames[k]) for k in PANELS if k in frames) if any(k in frames for k in PANELS) else 0
     if steps == 0:

@@ -14,11 +14,12 @@ from functools import partial
 from pathlib import Path
 
 from wm.cli import stage_command
+from wm.core.atomic import atomic_write_json
 from wm.core.bounded import read_json, read_json_or
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.rundir import RunDir
 from wm.rollouts.evaluation import pooled_mean
 from wm.rounds.iterate import (
     PassCheck,

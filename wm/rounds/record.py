@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from wm.core.atomic import atomic_write_json
 from wm.core.bounded import read_json_or
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json, round_dirs
+from wm.core.rundir import RunDir, round_dirs
 from wm.rounds.iterate import PassCheck, check_seeds, result_index
 from wm.rounds.workclock import WorkLedger
 

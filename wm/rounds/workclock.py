@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from wm.core.bounded import read_json
+from wm.core.bounded import read_json, read_jsonl
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, read_jsonl
+from wm.core.rundir import RunDir
 
 UNITS = ("stage", "collect_frame", "agent_frame", "vae_sample", "encode_frame", "mdnrnn_sample", "dream_step", "real_step")
 CHECKS = ("check", "check-dream", "check-random")  # round control's own episodes; `gate-*` too (the dream gate)

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from wm.core.atomic import atomic_savez
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.metrics import make_logger
-from wm.core.rundir import RunDir, atomic_savez
+from wm.core.rundir import RunDir
 from wm.data.episodes import (
     SERIES_KEYS,
     EpisodeError,

@@ -19,9 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from wm.core.atomic import atomic_write_json
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json
+from wm.core.rundir import RunDir
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

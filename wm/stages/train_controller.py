@@ -37,9 +37,10 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.atomic import atomic_savez
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_savez
+from wm.core.rundir import RunDir
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.envs.family import family
 from wm.es import state as es_state

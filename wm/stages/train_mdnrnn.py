@@ -28,10 +28,11 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.atomic import atomic_savez
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.metrics import make_logger
-from wm.core.rundir import RunDir, atomic_savez
+from wm.core.rundir import RunDir
 
 PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
 READ_EVERY = 10  # losses are read back (a device sync), checked and logged every this many steps and at every save

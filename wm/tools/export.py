@@ -29,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.atomic import atomic_write_json, atomic_write_text, plain_mode
 from wm.core.bounded import json_line, read_json, read_lines
 from wm.core.config import Config
 from wm.core.config import update as config_update
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text, plain_mode
+from wm.core.rundir import RunDir
 
 AGENT_FILE = "agent.json"
 

@@ -6,7 +6,7 @@
     sweep_plot("plots/temperature_sweep.png", rows, PAPER_DOOM)  # dream and real score against τ, the paper's beside
 
 Each figure has a `*_figure` function that builds the `matplotlib.figure.Figure` (to inspect: its axes, lines,
-labels) and a `*_plot` function that writes it atomically as a PNG of `size` pixels (`wm.core.rundir.atomic_path`).
+labels) and a `*_plot` function that writes it atomically as a PNG of `size` pixels (`wm.core.atomic.atomic_path`).
 matplotlib is imported inside the functions, so importing this module stays cheap (`wm --help`, the TUI).
 Non-finite points are dropped; a series with one point is drawn as a marker.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wm.core.rundir import atomic_path
+from wm.core.atomic import atomic_path
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -17,10 +17,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from wm.core.bounded import read_json_or
+from wm.core.atomic import atomic_write_json
+from wm.core.bounded import read_json_or, read_jsonl
 from wm.core.config import Config, flatten
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json, read_jsonl
+from wm.core.rundir import RunDir
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"
 # the curves a reference records: (metrics file's stage, key, what it is)

@@ -16,11 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wm.core.bounded import read_json_or
+from wm.core.atomic import atomic_write_text
+from wm.core.bounded import read_json_or, read_jsonl
 from wm.core.errors import WMError
 from wm.core.format import duration, figures, number
 from wm.core.registry import STAGES, plots
-from wm.core.rundir import RunDir, atomic_write_text, read_jsonl, round_dirs
+from wm.core.rundir import RunDir, round_dirs
 from wm.envs.family import family
 from wm.rollouts.evaluation import format_drive, pm
 from wm.rounds.iterate import evaluates_result_only

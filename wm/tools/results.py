@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
-from wm.core.bounded import read_json_or
+from wm.core.atomic import atomic_write_json, atomic_write_text
+from wm.core.bounded import read_json_or, read_jsonl
 from wm.core.errors import WMError
-from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text, read_jsonl
+from wm.core.rundir import RunDir
 
 RESULTS_MD = "results.md"
 RESULTS_JSON = "results.json"

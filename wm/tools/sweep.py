@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.bounded import read_json
 from wm.core.config import Config, update
 from wm.core.copying import copy_tree
@@ -35,7 +36,7 @@ from wm.core.errors import WMError
 from wm.core.launcher import Launcher, add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import stages_with_role
-from wm.core.rundir import RunDir, atomic_write_json, atomic_write_text
+from wm.core.rundir import RunDir
 from wm.rollouts.evaluation import pm
 from wm.tools.paper import paper_row
 
