@@ -1,8 +1,9 @@
 """Redraws docs/play_screen.png: the TUI's play screen watching the shipped agent in M's dream.
 
-Runs the real `python -m wm play --serve` on `wm/agents/doom_small_s2` in a 112×36 Textual pilot (wide enough for the footer's keys), waits for a frame,
-saves Textual's SVG screenshot. Textual's headless driver makes textual-image pick its 4-shade fallback, so the
-half-block renderer (what a true-colour terminal without Kitty or Sixel graphics shows) is forced. PNG:
+Runs the real `python -m wm play --serve` on `wm/agents/doom_small_s2` in a 112×36 Textual pilot (wide enough for
+the footer's keys), waits for a frame, saves Textual's SVG screenshot. Textual's headless driver makes textual-image
+pick its 4-shade fallback, so the half-block renderer (what a true-colour terminal without Kitty or Sixel graphics
+shows) is forced. PNG:
 `cairosvg` (not a dependency of the suite): `python -c "import cairosvg; cairosvg.svg2png(url='play_screen.svg',
 write_to='docs/play_screen.png', output_width=1100)"`.
 

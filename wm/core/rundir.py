@@ -48,7 +48,7 @@ ARTIFACTS: dict[str, tuple[str, str]] = {
     "mdnrnn_weights": ("train-mdnrnn", "mdnrnn.weights.h5"),
     "dream_preview": ("train-mdnrnn", "dream_preview.gif"),
     "es_state": ("train-controller", "es_state.npz"),
-    "es_state_legacy": ("train-controller", "es_state.pkl"),  # an older version's pickle: read only when trusted
+    "es_state_legacy": ("train-controller", "es_state.pkl"),  # an older version's pickle: refused, never read
     "params_best": ("train-controller", "best.npz"),
     "params_mean": ("train-controller", "mean.npz"),
     "eval_summary": ("evaluate", "summary.json"),
