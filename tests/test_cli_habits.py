@@ -14,6 +14,7 @@ import pytest
 from vae_data import make_run
 
 from wm import __version__, cli
+from wm.core import commands
 from wm.core import config as C
 from wm.core.atomic import atomic_write_text
 from wm.core.errors import WMError
@@ -160,7 +161,7 @@ def test_a_stage_run_on_its_own_prints_progress_with_an_eta(tmp_path, capfd):
     # off with 0, as the pipeline runs its stages (it prints their progress lines itself)
     assert cli.main(["collect", "--run", str(run), "--progress-every", "0", "--force"]) == 0
     assert not [line for line in capfd.readouterr().out.splitlines() if line.startswith("collect: ")]
-    assert cli.stage_command("collect", run, progress_every=0)[-2:] == ["--progress-every", "0"]
+    assert commands.stage_command("collect", run, progress_every=0)[-2:] == ["--progress-every", "0"]
 
 
 def test_the_evaluation_line_carries_an_eta(capsys):

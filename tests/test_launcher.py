@@ -1,5 +1,5 @@
 """The launcher of ranked starts (`wm.core.launcher`): mpirun, srun, a program, a template; the one command builder
-(`wm.cli.stage_command`); `--launcher`/`--launcher-args` on pipeline, sweep run and the TUI, and WM_LAUNCHER."""
+(`wm.core.commands.stage_command`); `--launcher`/`--launcher-args` on pipeline, sweep run and the TUI, and WM_LAUNCHER."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from wm import cli
+from wm.core import commands
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher, from_args, from_env, mpirun_path
@@ -96,19 +97,19 @@ def test_ranks_below_one_are_refused():
     ],
 )
 def test_stage_command_puts_the_launcher_before_the_python_command(launcher, prefix):
-    argv = cli.stage_command("train-controller", "runs/x", ranks=3, python=["py"], launcher=launcher)
+    argv = commands.stage_command("train-controller", "runs/x", ranks=3, python=["py"], launcher=launcher)
     assert argv == [*prefix, *TAIL]
     # one rank: no launcher, whichever is given
-    assert cli.stage_command("train-controller", "runs/x", python=["py"], launcher=launcher) == TAIL
+    assert commands.stage_command("train-controller", "runs/x", python=["py"], launcher=launcher) == TAIL
     with pytest.raises(ValueError, match="train-vae does not run across MPI ranks"):
-        cli.stage_command("train-vae", "runs/x", ranks=3, launcher=launcher)
+        commands.stage_command("train-vae", "runs/x", ranks=3, launcher=launcher)
 
 
 def test_a_ranked_start_runs_the_templates_program(tmp_path):
     """The template's program is what runs, with its own words, `-n 3` where {n} was, then the stage's command."""
     fake = [sys.executable, str(FIXTURES / "fake_stage.py")]
     template = f"{shlex.quote(sys.executable)} {shlex.quote(str(FIXTURES / 'fake_mpirun.py'))} --tag 'two words' -n {{n}}"
-    cmd = cli.stage_command("train-controller", tmp_path / "r", ranks=3, python=fake, launcher=Launcher.parse(template))
+    cmd = commands.stage_command("train-controller", tmp_path / "r", ranks=3, python=fake, launcher=Launcher.parse(template))
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.splitlines()[0] == "mpirun argv: --tag two words -n 3 " + " ".join(
         [*fake, "-m", "wm", "train-controller", "--run", str(tmp_path / "r")]

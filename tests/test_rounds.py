@@ -14,7 +14,7 @@ import pytest
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
-from wm.rounds import control, pipeline, runner
+from wm.rounds import control, runner
 from wm.rounds.iterate import (
     PassCheck,
     best_pass,
@@ -25,6 +25,7 @@ from wm.rounds.iterate import (
     result_index,
     stop_reason,
 )
+from wm.tools import pipeline
 
 
 def _cfg(*sets: str) -> C.Config:

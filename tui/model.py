@@ -135,7 +135,7 @@ def resolve(run: Path, blocks: Sequence[str], sets: Sequence[str]):
     Calls the CLI's own `resolve_config`, so the form shows exactly what the stage gets: the blocks over the
     defaults, or the run's stored config.yaml when no block is chosen, then the overrides.
     """
-    from wm.cli import resolve_config
+    from wm.core.commands import resolve_config
 
     return resolve_config(argparse.Namespace(run=str(run), configs=list(blocks), set=list(sets)))
 

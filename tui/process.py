@@ -35,9 +35,9 @@ def default_python() -> list[str]:
 
 
 def build_command(verb: str, run: str | os.PathLike[str], *args: Any, **kw: Any) -> list[str]:
-    """The argv that runs stage `verb` on `run`: `wm.cli.stage_command` (same arguments, `launcher=` a
+    """The argv that runs stage `verb` on `run`: `wm.core.commands.stage_command` (same arguments, `launcher=` a
     `wm.core.launcher.Launcher` for ranks > 1) with this UI's interpreter as default."""
-    from wm.cli import stage_command
+    from wm.core.commands import stage_command
 
     kw["python"] = kw.get("python") or default_python()
     return stage_command(verb, run, *args, **kw)
@@ -90,7 +90,7 @@ def pipeline_command(
     """
     if mpi < 1:
         raise ValueError(f"MPI ranks must be >= 1, got {mpi}")
-    from wm.cli import wm_command
+    from wm.core.commands import wm_command
 
     argv = wm_command(PIPELINE, run, configs, sets, force, python or default_python())
     if mpi > 1:

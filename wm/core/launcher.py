@@ -1,6 +1,6 @@
 """What starts a stage with several MPI ranks (collect, train-controller, evaluate: the registry's `ranks`): the `Launcher`.
 
-Three kinds, each a command prefix that the stage's python command follows (`wm.cli.stage_command`):
+Three kinds, each a command prefix that the stage's python command follows (`wm.core.commands.stage_command`):
 
     mpirun     [mpirun, *extra, "-n", N]    the venv's mpirun (the mpich wheel's), else PATH's; or any program
                                             that takes `-n N` (`--launcher mpiexec`, `--launcher /opt/mpi/bin/mpirun`)

@@ -269,7 +269,7 @@ TOOLS: tuple[Tool, ...] = (
     Tool("status", "wm.tools.status", "print each stage's state and key figures"),
     Tool("data", "wm.tools.data_check", "dataset tools: `data check` summarises episodes/ and bad files"),
     Tool("report", "wm.tools.report", "write the run's Markdown report with plots"),
-    Tool("pipeline", "wm.rounds.pipeline", "run every stage in order, skipping finished ones"),
+    Tool("pipeline", "wm.tools.pipeline", "run every stage in order, skipping finished ones"),
     Tool("sweep", "wm.tools.sweep", "τ sweep runs: `sweep prepare` makes one run dir per dream temperature"),
     Tool("results", "wm.tools.results", "gather several runs (seeds) into one Markdown table and JSON, with bootstrap CIs"),
     Tool(

@@ -200,6 +200,17 @@ class RunDir:
         """Every `eval/<tag>/summary.json` of the run, sorted by tag."""
         return sorted(self.stage_dir("evaluate").glob(f"*/{self.artifact('eval_summary').name}"))
 
+    def evaluations(self) -> list[dict[str, Any]]:
+        """Every evaluation's `summary.json` (with its `tag` and `_dir`), the default real evaluation first, then the
+        dream, the random policy's and the others by tag; an unreadable summary is skipped."""
+        out = []
+        for p in self.eval_summaries():
+            s = read_json_or(p)
+            if isinstance(s, dict):
+                out.append({**s, "tag": s.get("tag", p.parent.name), "_dir": p.parent})
+        order = {"real": 0, "dream": 1, "random": 2, "random-dream": 3}
+        return sorted(out, key=lambda s: (order.get(s["tag"], 9), s["tag"]))
+
     def eval_episodes(self, tag: str) -> Path:
         return self.eval_dir(tag) / "episodes.jsonl"
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from wm.cli import stage_command
 from wm.core.atomic import atomic_write_json
 from wm.core.bounded import read_json, read_json_or
+from wm.core.commands import stage_command
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher

@@ -9,7 +9,7 @@ import subprocess
 import time
 from collections.abc import Callable
 
-from wm.cli import stage_command
+from wm.core.commands import stage_command
 from wm.core.config import Config
 from wm.core.errors import RunFailed, WMError
 from wm.core.format import duration

@@ -42,9 +42,9 @@ from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
-from wm.envs.family import family
 from wm.es import state as es_state
 from wm.es.checkpoint import STATE_VERSION, check_state, state_path, stored_state, truncate, write_state
+from wm.es.rules import check_fitness
 
 VERB = "train-controller"
 
@@ -98,25 +98,6 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
             f"pass --set es.generations=N with N > {done}"
         )
-
-
-def check_fitness(cfg: Config) -> None:
-    """Refuse a fitness the config cannot run (the config alone; the pipeline checks its rounds' before starting)."""
-    from wm.es.budget import check_budget
-
-    kind = cfg.es.fitness
-    if kind not in ("dream", "real", "toy"):
-        raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
-    if int(cfg.es.draws) < 1:
-        raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
-    if int(cfg.es.pick_real) < 0:
-        raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
-    if kind == "dream" and not family(cfg).survival and not cfg.mdnrnn.predict_reward:
-        raise WMError(
-            f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
-            "train-mdnrnn): without it a dream pays +1 per step, DoomTakeCover's survival reward"
-        )
-    check_budget(cfg)
 
 
 def check_upstream(cfg: Config, run: RunDir) -> None:

@@ -103,7 +103,7 @@ def main(args: argparse.Namespace) -> int:
             print(f"{name:<16} {about}")
         return 0
     if args.run:
-        from wm.cli import existing_run
+        from wm.core.commands import existing_run
         from wm.core.rundir import RunDir
 
         run = RunDir(args.run)

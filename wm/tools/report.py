@@ -159,7 +159,7 @@ def rounds_section(run: RunDir, pipeline: dict[str, Any]) -> list[str]:
         "|---|---|---|---|---|---|---|---|",
     ]
     for k, where in enumerate([run, *rounds]):
-        evals = {e["tag"]: e for e in evaluations(where)}
+        evals = {e["tag"]: e for e in where.evaluations()}
         c = by_name.get(pass_name(run, where))
         spent = pass_time(where, pipeline, f"round {k}/" if k else "")
         cells = [
@@ -220,18 +220,6 @@ def checks_section(run: RunDir, cfg: Any) -> list[str]:
     head = f"check ({cfg.es.fitness}, {cfg.es.eval_episodes} episodes)"
     real = f"real (the pick, {picked} training-side episodes)" if picked else "real"
     return ["", "## C's checks", "", f"| generation | draw | {head} | {real} |", "|---|---|---|---|", *rows]
-
-
-def evaluations(run: RunDir) -> list[dict[str, Any]]:
-    """Every `eval/<tag>/summary.json`, the default real evaluation first."""
-    out = []
-    for p in run.eval_summaries():
-        s = read_json_or(p)
-        if not isinstance(s, dict):
-            continue
-        out.append({**s, "tag": s.get("tag", p.parent.name), "_dir": p.parent})
-    order = {"real": 0, "dream": 1, "random": 2, "random-dream": 3}
-    return sorted(out, key=lambda s: (order.get(s["tag"], 9), s["tag"]))
 
 
 def paper_figure(env: str, s: dict[str, Any]) -> str:
@@ -322,7 +310,7 @@ def _standing_lines(run: RunDir, cfg: Any) -> list[str]:
 def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:
     """The evaluation table, each beside the paper's score, with links to its episodes and GIFs."""
     lines = ["", "## Evaluation", ""]
-    evals = evaluations(run)
+    evals = run.evaluations()
     if not evals:
         return lines + ["No evaluation yet: `python -m wm evaluate --run " + str(run.path) + "`."]
     lines += [

@@ -262,7 +262,7 @@ def run_all(
     import subprocess
     import time
 
-    from wm.cli import stage_command
+    from wm.core.commands import stage_command
     from wm.core.format import duration
 
     made = [reuse_or_prepare(src, t) for t in taus]

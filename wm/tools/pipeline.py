@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from wm.cli import add_run_args, existing_run, resolve_config
+from wm.core.commands import add_run_args, existing_run, resolve_config
 from wm.core.errors import WMError
 from wm.core.format import duration
 from wm.core.launcher import add_launcher_args
@@ -26,13 +26,12 @@ from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import STAGES
 from wm.core.rundir import RunDir, round_dirs
 from wm.envs.family import family
+from wm.es.rules import check_fitness
 from wm.rounds.control import RunClock, run_rounds
 from wm.rounds.iterate import check_seeds, round_config
 from wm.rounds.record import result_pass
 from wm.rounds.runner import pass_last, run_stages
 from wm.rounds.workclock import rates as work_rates
-from wm.stages.train_controller import check_fitness
-from wm.tools.report import evaluations
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -63,7 +62,7 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     ]
     for k, child in enumerate(rounds, 1):
         rows += [(f"C, round {k}", child, "real", "real"), (f"C, round {k}", child, "dream", "dream")]
-    found = {r.path: {e["tag"]: e for e in evaluations(r)} for r in (run, *rounds)}
+    found = {r.path: {e["tag"]: e for e in r.evaluations()} for r in (run, *rounds)}
     result = result_pass(run)[1].path
     cfg = run.load_config()
     score = f"{family(cfg).score_label if cfg is not None else 'steps survived':<14}"
