@@ -978,3 +978,62 @@ def test_the_run_screen_says_where_the_run_stands_against_its_recorded_runs(tmp_
             assert "population mean 5 at generation 2: below the recorded run's 20 (worse)" in str(standing.render())
 
     asyncio.run(main())
+
+
+def test_the_run_screen_redraws_only_what_a_read_changed(tmp_path, monkeypatch):
+    """Every read of the run directory reaches every widget of the run screen (its `snapshot`), and each redraws only
+    when its own part changed: reads of a run that does not change redraw nothing; one more metrics record redraws
+    the Metrics pane and the one cell of the stage table whose key figures it changes, nothing else."""
+    from collections import Counter
+
+    from textual.widgets import DataTable, Static
+    from wm.tui.widgets.follow_log import FollowLog
+
+    run = make_run(tmp_path)
+    drawn: Counter[str] = Counter()  # "<widget id>.<method>": calls
+
+    def spy(cls, name: str) -> None:
+        real = getattr(cls, name)
+
+        def counted(self, *args, **kw):
+            drawn[f"{self.id}.{name}"] += 1
+            return real(self, *args, **kw)
+
+        monkeypatch.setattr(cls, name, counted)
+
+    for cls, name in ((Static, "update"), (DataTable, "update_cell"), (DataTable, "clear"), (LinePlot, "set_series")):
+        spy(cls, name)
+    spy(FollowLog, "follow")
+    watched = [
+        *(f"{i}.update" for i in ("run-title", "standing", "config-text", "rounds-note", "pipeline-status", "rate-label")),
+        *("stages.update_cell", "rounds-table.clear", "latest.clear", "plot.set_series"),
+        *(f"{i}.follow" for i in ("output-log", "file-log", "pipeline-log", "tool-log")),
+    ]
+    reads = [0]
+
+    def hook(message):
+        if isinstance(message, RunScreen.Polled):
+            reads[0] += 1
+
+    async def main():
+        app = app_for(run)
+        async with app.run_test(size=SIZE, message_hook=hook) as pilot:
+            await pilot.press("down")  # train-vae: 2 metrics records
+            rs = screen(app)
+            await wait_until(pilot, lambda: rs.verb == "train-vae" and rs.series.records == 2 and rs.rounds is not None)
+
+            async def changes() -> dict[str, int]:
+                """What 5 more reads redrew (one more, so that the 5th has been handled)."""
+                before, start = {k: drawn[k] for k in watched}, reads[0]
+                await wait_until(pilot, lambda: reads[0] >= start + 6)
+                return {k: drawn[k] - before[k] for k in watched if drawn[k] != before[k]}
+
+            await changes()  # the first reads after the selection
+            assert await changes() == {}
+            with open(run.metrics_path("train-vae"), "a") as f:
+                f.write(json.dumps({"step": 30, "time": 0.0, "vae/loss": 35.5, "vae/frames_per_s": 310.0}) + "\n")
+            redrawn = await changes()
+            assert rs.series.records == 3 and "loss 35.5" in cells(app, "train-vae")[3]
+            assert redrawn == {"stages.update_cell": 1, "rate-label.update": 1, "latest.clear": 1, "plot.set_series": 1}
+
+    asyncio.run(main())

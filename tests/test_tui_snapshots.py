@@ -20,7 +20,7 @@ from pilot import wait_until
 from test_tui import app_for, cells, make_run, rounds_cfg, screen
 from textual.widgets import Input
 from wm.tui.process import default_ranks
-from wm.tui.screens import run as run_screen
+from wm.tui.screens import run_actions as run_screen
 from wm.tui.screens.launch import LaunchScreen
 
 from wm.core.atomic import atomic_write_json

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from wm.tui.process import PIPELINE, TOOLS
 
 from wm.core.bounded import json_line, read_json
 from wm.core.errors import WMError
@@ -153,6 +154,13 @@ def config_excerpt(cfg: Any, verb: str) -> str:
 
 NO_CONFIG = "(no config.yaml yet: the first launched stage writes it)"
 LOG_NEWER_S = 10.0  # a stage log this much newer than the stage's console: the stage ran since, not from this UI
+
+
+def console_path(run: RunDir, verb: str) -> Path:
+    """`logs/<stage>.console` (`logs/pipeline.console` for the pipeline, `logs/<tool>.console` for a tool): the output
+    of a launch from the UI."""
+    name = verb if verb == PIPELINE or verb in TOOLS else stage(verb).name
+    return run.path / "logs" / f"{name}.console"
 
 
 def output_file(console: Path, log: Path, running: bool) -> Path:
@@ -305,8 +313,7 @@ def read_snapshot(run: RunDir, verb: str, tail: MetricsTail | None) -> RunSnapsh
     try:
         running = {v for v, state, _ in snap.rows or () if state == "running"}
         snap.outputs = {
-            s.verb: output_file(run.path / "logs" / f"{s.name}.console", run.log_path(s.verb), s.verb in running)
-            for s in STAGES
+            s.verb: output_file(console_path(run, s.verb), run.log_path(s.verb), s.verb in running) for s in STAGES
         }
         snap.rounds = read_rounds(run)
         from wm.tools.reference import describe, standing

@@ -174,6 +174,12 @@ class StageProcess:
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    @property
+    def ending(self) -> str:
+        """How it ended: "stopped" (by the UI), "finished" (exit code 0) or "failed (exit code N)"."""
+        code = self.poll()
+        return "stopped" if self.stopping else "finished" if code == 0 else f"failed (exit code {code})"
+
     def signal(self, sig: int = signal.SIGTERM) -> bool:
         """Send `sig` to the whole process group (the launcher and its ranks too); False if it is already gone."""
         if not self.running:
