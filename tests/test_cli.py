@@ -7,6 +7,7 @@ import struct
 import subprocess
 import sys
 
+from wm.cli import main
 from wm.core import config as C
 from wm.core.metrics import make_logger
 from wm.core.rundir import RunDir
@@ -61,10 +62,15 @@ def test_status_on_fixture(tmp_path, repo_root):
     assert "not started" in lines["evaluate"]
 
 
-def test_missing_run_is_one_line_error(tmp_path, repo_root):
+def test_missing_run_is_one_line_error(tmp_path, repo_root, capsys):
     res = _wm("status", "--run", str(tmp_path / "nope"), cwd=repo_root)
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "does not exist" in res.stderr
+    run = _fixture_run(tmp_path)  # a typo of a run beside it: the line names it
+    for verb in ("status", "report"):
+        assert main([verb, "--run", str(tmp_path / "runn")]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err == f"error: run directory {tmp_path / 'runn'} does not exist; did you mean {str(run.path)!r}?"
 
 
 def test_metrics_jsonl_and_tensorboard(tmp_path):

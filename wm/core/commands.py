@@ -117,19 +117,33 @@ def resolve_config(args: argparse.Namespace):
     return C.check(C.update(base, C.parse_set(args.set), source="--set"))
 
 
+def nearest_run(path: os.PathLike[str] | str) -> str | None:
+    """The run beside `path` (a folder of the same parent with a config.yaml) whose name is closest to its name."""
+    import difflib
+    from pathlib import Path
+
+    path = Path(path)
+    parent = path.parent
+    runs = [p.name for p in parent.iterdir() if (p / "config.yaml").exists()] if parent.is_dir() else []
+    close = difflib.get_close_matches(path.name, runs, n=1)
+    return str(parent / close[0]) if close else None
+
+
 def existing_run(run) -> None:
     """Refuse a run directory that holds no run (no config.yaml) for a command without `--configs` (the only way a run
     starts), naming the nearest run beside it: a typo in `--run` must not create a folder or start a run."""
-    import difflib
-
     if run.config_path.exists():
         return
-    parent = run.path.parent
-    runs = [p.name for p in parent.iterdir() if (p / "config.yaml").exists()] if parent.is_dir() else []
-    close = difflib.get_close_matches(run.path.name, runs, n=1)
+    close = nearest_run(run.path)
     hint = (
-        f"; did you mean {str(parent / close[0])!r}?"
+        f"; did you mean {close!r}?"
         if close
         else " (a run starts with --configs, e.g. pipeline --configs doom_takecover small --run …)"
     )
     raise WMError(f"no run in {run.path}: it has no config.yaml{hint}")
+
+
+def missing_run(path: os.PathLike[str] | str) -> WMError:
+    """The one line for a run directory that is not there (`status`, `report`, `export`), with the nearest run."""
+    close = nearest_run(path)
+    return WMError(f"run directory {path} does not exist" + (f"; did you mean {close!r}?" if close else ""))

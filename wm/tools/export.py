@@ -31,6 +31,7 @@ import numpy as np
 
 from wm.core.atomic import atomic_write_json, atomic_write_text, plain_mode
 from wm.core.bounded import json_line, read_json, read_lines
+from wm.core.commands import missing_run
 from wm.core.config import Config
 from wm.core.config import update as config_update
 from wm.core.errors import WMError
@@ -226,7 +227,7 @@ def agent_md(info: dict[str, Any]) -> str:
 def main(args: argparse.Namespace) -> int:
     src = RunDir(args.run)
     if not src.path.is_dir():
-        raise WMError(f"run directory {src.path} does not exist")
+        raise missing_run(src.path)
     info = export(src, Path(args.out), args.params, args.note, args.force)
     sizes = sum(p.stat().st_size for p in Path(args.out).rglob("*") if p.is_file())
     real = info["real"]

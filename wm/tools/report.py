@@ -18,6 +18,7 @@ from typing import Any
 
 from wm.core.atomic import atomic_write_text
 from wm.core.bounded import read_json_or, read_jsonl
+from wm.core.commands import missing_run
 from wm.core.errors import WMError
 from wm.core.format import duration, figures, number
 from wm.core.registry import STAGES, plots
@@ -400,7 +401,7 @@ def write_report(run: RunDir) -> Path:
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     if not run.path.exists():
-        raise WMError(f"run directory {run.path} does not exist")
+        raise missing_run(run.path)
     path = write_report(run)
     print(f"report: {path}")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from wm.core.errors import WMError
+from wm.core.commands import missing_run
 from wm.core.format import figures
 from wm.core.metrics import last_record
 from wm.core.registry import STAGES, stage
@@ -58,7 +58,7 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     run = RunDir(args.run)
     if not run.path.exists():
-        raise WMError(f"run directory {run.path} does not exist")
+        raise missing_run(run.path)
     cfg = run.load_config()
     print(f"run {run.path}" + (f"  (env {cfg.env.name})" if cfg is not None else "  (no config.yaml yet)"))
     agent = _exported(run)
