@@ -21,6 +21,7 @@ from vae_data import make_run
 
 from wm import cli
 from wm.core import config as C
+from wm.core import registry
 from wm.core.atomic import atomic_write_bytes
 from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
@@ -505,7 +506,8 @@ def test_stage_start_removes_its_own_temporaries(tmp_path):
     seen = []
     mod = types.SimpleNamespace(run=lambda cfg, r, a: seen.append(sorted(p.name for p in mine.iterdir())))
     args = argparse.Namespace(verb="train-mdnrnn", configs=[], run=str(run.path), set=[], force=False)
-    assert cli._run_stage_here(mod, run, "train-mdnrnn", args, train_mdnrnn.Options()) == 0
+    p = cli.Plan("train-mdnrnn", mod, train_mdnrnn.Options(), registry.StageHooks(), redo=False, side=False, done=False)
+    assert cli._run_stage_here(p, run, args) == 0
     assert seen == [["LOCK"]]  # gone before the stage ran (the LOCK is ours)
     assert (other / ".tmp-vae.weights-a1.h5").exists()
 

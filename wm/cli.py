@@ -18,12 +18,14 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from wm.core.commands import add_run_args, existing_run, resolve_config
 from wm.core.errors import WMError
-from wm.core.registry import hooks, load_stage, options
+from wm.core.registry import StageHooks, hooks, load_stage, options
 
 if TYPE_CHECKING:
     from wm.core.registry import Stage, Tool
@@ -54,83 +56,103 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _redo(mod, args: argparse.Namespace, opts) -> bool:
-    """Whether a DONE stage runs again: `--force` (afresh), or an invocation the stage declares continues it from its
-    checkpoint (`def continues(opts) -> bool`, e.g. train-controller's `--extend`, which --force would delete)."""
-    continues = hooks(mod).continues
-    return bool(args.force or (continues is not None and continues(opts)))
+@dataclass(frozen=True)
+class Plan:
+    """What a stage command does, decided once from its flags and the run before anything runs; every step after
+    reads it instead of asking the stage's hooks again."""
+
+    verb: str
+    mod: ModuleType
+    opts: Any  # the stage's typed flags (`Options`): what its run and hooks read
+    hooks: StageHooks
+    # a DONE stage runs again: `--force` (afresh), or an invocation the stage declares continues it from its
+    # checkpoint (`def continues(opts) -> bool`, e.g. train-controller's `--extend`, which --force would delete)
+    redo: bool
+    # a side run (`def side_run(opts) -> bool`, e.g. `evaluate --random`): neither checks nor touches DONE, no LOCK
+    side: bool
+    done: bool  # the stage was DONE when the command started
+
+    @property
+    def skips(self) -> bool:
+        """A finished stage that this command does not run again: nothing to do, on any rank."""
+        return self.done and not self.redo and not self.side
+
+    @property
+    def redo_hint(self) -> str:
+        """How to run a finished stage again: `--force`, plus what the stage adds (`REDO_HINT`, e.g. --extend)."""
+        return "use --force to redo" + (f", {self.hooks.redo_hint}" if self.hooks.redo_hint else "")
 
 
-def _redo_hint(mod) -> str:
-    """How to run a finished stage again: `--force`, plus what the stage adds (`REDO_HINT`, e.g. --extend)."""
-    hint = hooks(mod).redo_hint
-    return "use --force to redo" + (f", {hint}" if hint else "")
+def plan(args: argparse.Namespace, run) -> Plan:
+    mod = load_stage(args.verb)
+    opts = options(mod, args)
+    h = hooks(mod)
+    return Plan(
+        verb=args.verb,
+        mod=mod,
+        opts=opts,
+        hooks=h,
+        redo=bool(args.force or (h.continues is not None and h.continues(opts))),
+        side=h.side_run is not None and bool(h.side_run(opts)),
+        done=run.is_done(args.verb),
+    )
 
 
 def run_stage(args: argparse.Namespace) -> int:
     from wm.core.rundir import RunDir
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
 
-    mod = load_stage(args.verb)
-    opts = options(mod, args)  # the stage's typed flags: what its run and hooks read
     run = RunDir(args.run)
-    verb = args.verb
-
-    # a finished stage does nothing on any rank; a side run (`evaluate --random`) plays whatever DONE says
-    side = hooks(mod).side_run is not None and hooks(mod).side_run(opts)
-    skips = run.is_done(verb) and not _redo(mod, args, opts) and not side
+    p = plan(args, run)
     if launched_rank() > 0:
         # MPI worker ranks only play or evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
-        if skips:
+        if p.skips:
             return 0
-        mod.run(resolve_config(args), run, opts)
+        p.mod.run(resolve_config(args), run, p.opts)
         return 0
-    if launched_size() > 1 and not skips:
+    if launched_size() > 1 and not p.skips:
         # The workers are already waiting for the master: whatever ends rank 0 must release them, or the job hangs
         # (a refused config, a held LOCK, a missing upstream artifact, or a stage that needed no pool, e.g. a
         # dream evaluation that batches every episode on rank 0). Once a pool has stopped them this is a no-op.
         try:
-            return _refusal_writes_nothing(mod, run, verb, args, opts)
+            return _refusal_writes_nothing(p, run, args)
         finally:
             from wm.mpi import release_workers
 
             release_workers()
-    return _refusal_writes_nothing(mod, run, verb, args, opts)
+    return _refusal_writes_nothing(p, run, args)
 
 
-def _refusal_writes_nothing(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
+def _refusal_writes_nothing(p: Plan, run, args: argparse.Namespace) -> int:
     """Run the stage; when it refuses (a `WMError` that is not a `RunFailed`), take back what the command wrote
     about itself (config.yaml, its log, metrics and TensorBoard files, empty folders: `wm.core.rollback.Snapshot`)."""
     from wm.core.errors import RunFailed, WMError
     from wm.core.rollback import Snapshot
 
-    snap = Snapshot(run.path, run.stage_dir(verb))
+    snap = Snapshot(run.path, run.stage_dir(p.verb))
     try:
-        return _run_stage_here(mod, run, verb, args, opts)
+        return _run_stage_here(p, run, args)
     except WMError as e:
         if not isinstance(e, RunFailed):
             snap.restore()
         raise
 
 
-def _run_stage_here(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
-    """Run the stage here (rank 0, or alone): `args` for the CLI's shared flags (--run, --configs, --set, --force,
-    --break-lock, --progress-every), `opts` (the stage's `Options`) for the stage and its hooks."""
+def _run_stage_here(p: Plan, run, args: argparse.Namespace) -> int:
+    """Run the stage here (rank 0, or alone): `args` for the CLI's shared flags (--run, --configs, --set,
+    --break-lock, --progress-every), the plan for the stage and its hooks."""
     import logging
 
-    from wm.core.rundir import STAGES, stage
+    from wm.core.rundir import STAGES
 
+    verb = p.verb
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
     # error ---") to the console: the failure comes out as one `error:` line from the write that raises.
     logging.raiseExceptions = False
     if not args.configs:  # only --configs starts a run (a refusal takes it back): a typo in --run creates nothing
         existing_run(run)
     cfg = resolve_config(args)  # reads only: a typo in --set has written nothing
-    # A stage may declare that some invocations are side runs that neither check nor touch its DONE
-    # (e.g. `evaluate --random`, `evaluate --dream`): `def side_run(opts) -> bool`.
-    h = hooks(mod)
-    side_runs = h.side_run is not None
-    if side_runs and h.side_run(opts):
+    if p.side:
         busy = [s.verb for s in STAGES if run.lock_owner(s.verb) is not None]
         changes = run.config_changes(cfg) if busy else []
         if changes:  # a side run takes no LOCK: it must not rewrite the config a running stage has bound
@@ -140,38 +162,38 @@ def _run_stage_here(mod, run, verb: str, args: argparse.Namespace, opts) -> int:
             )
         cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
-        mod.run(cfg, run, opts)
+        p.mod.run(cfg, run, p.opts)
         return 0
     # The LOCK first, then the config, then anything else: a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
-    with run.lock(stage(verb).verb, break_lock=bool(getattr(args, "break_lock", False))):
-        if run.is_done(verb) and not _redo(mod, args, opts):
+    with run.lock(verb, break_lock=bool(getattr(args, "break_lock", False))):
+        if run.is_done(verb) and not p.redo:  # asked again under the LOCK: another command may have finished it
             run.bind_config(cfg, verb, write=False)  # a conflicting config is still refused; a change is not applied
             changes = run.config_changes(cfg)
             unapplied = f"; not applied: {', '.join(changes[:4])}{' …' if len(changes) > 4 else ''}" if changes else ""
-            print(f"{verb}: already done in {run.path} ({_redo_hint(mod)}){unapplied}")
+            print(f"{verb}: already done in {run.path} ({p.redo_hint}){unapplied}")
             return 0
-        if _redo(mod, args, opts) and h.check_redo is not None:
+        if p.redo and p.hooks.check_redo is not None:
             # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, opts)`), before anything is written
-            h.check_redo(run.bind_config(cfg, verb, write=False), run, opts)
+            p.hooks.check_redo(run.bind_config(cfg, verb, write=False), run, p.opts)
         cfg = run.bind_config(cfg, verb)
-        if _redo(mod, args, opts):
+        if p.redo:
             run.clear_done(verb)
         # `.tmp-*` files in the stage's folder can only be torn writes of a killed run now that we hold its LOCK
-        # (side runs write into subfolders without it, so a stage that has them is cleaned at its top level only)
-        run.remove_temporaries(verb, recursive=not side_runs)
-        with _progress(mod, run, cfg, verb, args):
-            mod.run(cfg, run, opts)
+        # (a stage with side runs has them write into subfolders without it, so it is cleaned at its top level only)
+        run.remove_temporaries(verb, recursive=p.hooks.side_run is None)
+        with _progress(p, run, cfg, args):
+            p.mod.run(cfg, run, p.opts)
     return 0
 
 
-def _progress(mod, run, cfg, verb: str, args: argparse.Namespace):
+def _progress(p: Plan, run, cfg, args: argparse.Namespace):
     """The progress line with ETA of a stage run on its own (`wm.core.progress.Ticker`), unless the stage prints
     its own (`OWN_PROGRESS`, evaluate's per-episode line) or `--progress-every 0` (the pipeline's stages)."""
     from wm.core.progress import Ticker
 
-    every = 0.0 if hooks(mod).own_progress else float(getattr(args, "progress_every", 0.0) or 0.0)
-    return Ticker(run, cfg, verb, every)
+    every = 0.0 if p.hooks.own_progress else float(getattr(args, "progress_every", 0.0) or 0.0)
+    return Ticker(run, cfg, p.verb, every)
 
 
 # Verbs that only read the run they are given: they may open an agent shipped inside the package (wm/agents/).
