@@ -3,6 +3,7 @@ relative link of the README and docs resolving, every quick-start command accept
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 import shlex
@@ -68,6 +69,51 @@ def test_no_env_name_is_compared_outside_wm_envs():
                 if ENV_LITERALS.search(code) and not code.lstrip().startswith(('"', "'")):  # docstrings may name them
                     offenders.append(f"{p.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not offenders, offenders
+
+
+# the env facts a config resolves to once (wm.envs.setup); C is built by the world loader alone
+ENV_FACTS = ("action_dim", "family")
+BUILDS_C = ("wm/rollouts/world.py",)
+
+
+def env_fact_calls(source: str, builds_c: bool = False) -> list[tuple[int, str]]:
+    """(line, what) of each call of an env fact (or import of one under any name), and of `Controller.from_config`
+    unless `builds_c`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wm.envs"):
+            found += [(node.lineno, f"imports {a.name}") for a in node.names if a.name in ENV_FACTS]
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+        if name in ENV_FACTS:
+            found.append((node.lineno, f"calls {name}"))
+        elif name == "from_config" and isinstance(f.value, ast.Name) and f.value.id == "Controller" and not builds_c:
+            found.append((node.lineno, "calls Controller.from_config"))
+    return sorted(found)
+
+
+def test_env_facts_are_resolved_once_in_wm_envs():
+    """Outside wm/envs code reads `wm.envs.setup.setup(cfg)` (or is handed what it resolved), never recomputes the
+    action size, the family record or C's parameter count from a config."""
+    offenders = []
+    for d in ("wm", "tui", "mpi"):
+        for p in (ROOT / d).rglob("*.py"):
+            if (ROOT / "wm" / "envs") in p.parents:
+                continue
+            rel = p.relative_to(ROOT).as_posix()
+            offenders += [f"{rel}:{line}: {what}" for line, what in env_fact_calls(p.read_text(), rel in BUILDS_C)]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_env_fact_scan_sees_every_form():
+    src = (
+        "from wm.envs import action_dim as A\nfrom wm.envs.family import EnvFamily\n"
+        "A(cfg)\nfam.family(cfg)\nController.from_config(cfg, 3)\nsetup(cfg).action_dim\n"
+    )
+    assert env_fact_calls(src, builds_c=True) == [(1, "imports action_dim"), (4, "calls family")]
+    assert env_fact_calls(src) == [(1, "imports action_dim"), (4, "calls family"), (5, "calls Controller.from_config")]
 
 
 LINK = re.compile(r"\]\(([^)\s]+)\)")

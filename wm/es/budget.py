@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wm.core.errors import WMError
-from wm.envs.family import family
+from wm.envs.setup import setup
 
 
 @dataclass
@@ -73,6 +73,6 @@ def check_budget(cfg: Any) -> None:
     ]
     if on and cfg.es.fitness != "real":
         raise WMError(f"{on[0]} applies to es.fitness: real only (fitness is {cfg.es.fitness!r})")
-    if int(cfg.es.no_progress_steps) > 0 and not family(cfg).track_tiles:
+    if int(cfg.es.no_progress_steps) > 0 and not setup(cfg).family.track_tiles:
         raise WMError(f"es.no_progress_steps counts CarRacing's track tiles; env.name is {cfg.env.name!r}")
     Curriculum.from_config(cfg)

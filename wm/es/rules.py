@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.envs.family import family
+from wm.envs.setup import setup
 
 
 def check_fitness(cfg: Config) -> None:
@@ -20,7 +20,7 @@ def check_fitness(cfg: Config) -> None:
         raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
     if int(cfg.es.pick_real) < 0:
         raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
-    if kind == "dream" and not family(cfg).survival and not cfg.mdnrnn.predict_reward:
+    if kind == "dream" and not setup(cfg).family.survival and not cfg.mdnrnn.predict_reward:
         raise WMError(
             f"es.fitness dream in {cfg.env.name} needs M's reward head (mdnrnn.predict_reward: true, then "
             "train-mdnrnn): without it a dream pays +1 per step, DoomTakeCover's survival reward"

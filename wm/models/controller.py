@@ -1,7 +1,8 @@
 """C: the paper's linear (or one-hidden-layer) controller on flat parameter vectors (paper settings §6).
 
 Modes (authors' `rnn.py`): "zch" [z, c, h], "zc" [z, c], "z" [z], "z_hidden" [z] → 40 tanh units → A, "zh" [z, h].
-Flat-vector layouts, exactly the authors' (so their `.best.json` vectors load as they are):
+Flat-vector layouts (`wm.envs.setup.controller_layout`, where a config's count is read without building C), exactly
+the authors' (so their `.best.json` vectors load as they are):
 
 * linear with bias (Car, ZH): params[0:A] = b, params[A:] = W row-major (in, A); a = tanh(xW + b) → 867;
 * linear without bias (Doom, ZCH): params = W row-major (in, A); a = tanh(xW) → 1088;
@@ -19,12 +20,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wm.envs import JOYSTICK_THRESHOLD, action_post, post_action
+from wm.envs.setup import controller_layout
 
 if TYPE_CHECKING:  # annotations only
     from wm.core.config import Config
-
-MODES = ("z", "zh", "zc", "zch", "z_hidden")
-_INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
 
 
 class Controller:
@@ -41,12 +40,9 @@ class Controller:
         car_actions: bool | None = None,
         post: str | None = None,
     ):
-        mode = mode.lower()
-        if mode not in MODES:
-            from wm.core.errors import WMError
-
-            raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
-        self.mode, self.z_dim, self.hidden, self.action_dim = mode, int(z_dim), int(hidden), int(action_dim)
+        # `wm.envs.setup`'s layout, which a config's parameter count is read from; it refuses an unknown mode
+        layout = controller_layout(mode, z_dim, hidden, action_dim, bias, hidden_units)
+        self.mode, self.z_dim, self.hidden, self.action_dim = layout.mode, int(z_dim), int(hidden), int(action_dim)
         self.bias, self.hidden_units = bool(bias), int(hidden_units)
         # CarRacing's 3-d action gets the authors' post-processing; Doom's 1-d action goes to M as is (§6); a discrete
         # gym env's choice goes to M one-hot (`post`, `wm.envs.action_post`)
@@ -54,16 +50,8 @@ class Controller:
             post = "car" if (self.action_dim == 3 if car_actions is None else bool(car_actions)) else "none"
         self.post = post
         self.car_actions = post == "car"
-        sizes = {"z": self.z_dim, "c": self.hidden, "h": self.hidden}
-        self.inputs = _INPUTS[mode]
-        self.input_dim = sum(sizes[k] for k in self.inputs)
-        a, u = self.action_dim, self.hidden_units
-        if mode == "z_hidden":
-            layout = [("b_hidden", (u,)), ("W_hidden", (self.input_dim, u)), ("b_out", (a,)), ("W_out", (u, a))]
-        else:
-            layout = [("b", (a,)), ("W", (self.input_dim, a))]
-        self.layout = [(name, shape) for name, shape in layout if self.bias or not name.startswith("b")]
-        self.n_params = int(sum(np.prod(s) for _, s in self.layout))
+        self.inputs, self.input_dim, self.layout = layout.inputs, layout.input_dim, list(layout.pieces)
+        self.n_params = layout.n_params
 
     @classmethod
     def from_config(cls, cfg: Config, action_dim: int) -> Controller:

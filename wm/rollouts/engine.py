@@ -127,10 +127,9 @@ def make_evaluator(spec: EvalSpec) -> Any:
 
     cfg, run = spec.config(), RunDir(spec.run)
     if spec.kind == "toy":
-        from wm.envs import action_dim
-        from wm.models.controller import Controller
+        from wm.envs.setup import setup
 
-        return ToyEvaluator(Controller.from_config(cfg, action_dim(cfg)).n_params, int(cfg.es.seed))
+        return ToyEvaluator(setup(cfg).n_params, int(cfg.es.seed))
     if spec.kind == "dream":
         from wm.rollouts.dream import load_dream
 

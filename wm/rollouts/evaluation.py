@@ -172,11 +172,10 @@ def play(
     workers that played (`wm.rollouts.recording.write_episode_gif`).
 
     Real episodes always use the official renderer (`scoring_config`)."""
-    from wm.envs import action_dim
-    from wm.models.controller import Controller
+    from wm.envs.setup import setup
     from wm.rollouts.engine import EvalSpec, evaluate_seeds
 
     cfg = scoring_config(cfg)
     spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
-    n = Controller.from_config(cfg, action_dim(cfg)).n_params
+    n = setup(cfg).n_params
     return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log, pool=pool, gifs=gifs)

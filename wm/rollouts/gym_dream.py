@@ -29,7 +29,6 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from wm.core.errors import WMError
-from wm.envs.family import family
 from wm.rollouts.dream import DreamEnv, _Core, done_options
 from wm.rollouts.rollout import nonfinite_flags, nonfinite_names
 from wm.rollouts.world import World
@@ -63,7 +62,7 @@ def _settings(world: World | None, run: str | Path | None, temperature, max_step
     if world.mdnrnn is None or world.initial_mu is None:
         raise WMError("the dream env's World needs M and the initial z's (load_world need=('mdnrnn', 'initial_z'))")
     cfg = world.cfg
-    if not family(cfg).survival and not world.mdnrnn.predict_reward:
+    if not world.setup.family.survival and not world.mdnrnn.predict_reward:
         raise WMError(
             f"{cfg.env.name}: a dream without M's reward head pays +1 per step, a survival game's reward; train M with "
             "mdnrnn.predict_reward: true"

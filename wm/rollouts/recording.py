@@ -127,10 +127,10 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
 def write_episode_gif(cfg: Config, run: RunDir, kind: str, params: np.ndarray | None, seed: int, path: Path) -> int:
     """Replay the episode of `seed` (`record_episode`) and write it to `path` (`save_episode_gif`: at least
     `evaluate.gif_stride`, playing in the game's time); returns its steps."""
-    from wm.envs.family import family
+    from wm.envs.setup import setup
 
     frames = record_episode(cfg, run, kind, params, seed)
-    save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride, fps=family(cfg).steps_per_s)
+    save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride, fps=setup(cfg).family.steps_per_s)
     return len(next(iter(frames.values())))  # its first panel's frames
 
 

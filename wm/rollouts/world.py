@@ -20,7 +20,7 @@ import numpy as np
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.rundir import PARAMS, RunDir
-from wm.envs import action_dim
+from wm.envs.setup import Setup, setup
 
 if TYPE_CHECKING:
     from wm.models.controller import Controller
@@ -34,6 +34,7 @@ class World:
 
     cfg: Config
     run: RunDir
+    setup: Setup  # the config's env facts (`wm.envs.setup`): what the world's users read instead of the config
     controller: Controller
     vae: Any = None
     mdnrnn: Any = None
@@ -115,8 +116,8 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
         raise ValueError(f"load_world: unknown parts {unknown} (expected some of {NEEDS})")
     from wm.models.controller import Controller
 
-    A = action_dim(cfg)
-    world = World(cfg, run, Controller.from_config(cfg, A))
+    facts = setup(cfg)
+    world = World(cfg, run, facts, Controller.from_config(cfg, facts.action_dim))
     if "vae" in need:
         from wm.models.vae import load_vae
 
@@ -127,7 +128,7 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
         world.mdnrnn = load_mdnrnn(
             run.mdnrnn_weights,
             cfg.vae.z_dim,
-            A,
+            facts.action_dim,
             cfg.mdnrnn.hidden,
             cfg.mdnrnn.num_mixtures,
             cfg.mdnrnn.predict_done,

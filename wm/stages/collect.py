@@ -126,10 +126,11 @@ class CollectWorker:
     when the data policy is `agent` (loaded once per worker, not once per episode)."""
 
     def __init__(self, cfg_dict: dict[str, Any], folder: str, background: bool = True):
-        from wm.envs import action_dim, make_env
+        from wm.envs import make_env
+        from wm.envs.setup import setup
 
         self.cfg, self.folder = Config(cfg_dict), Path(folder)
-        self.adim = action_dim(self.cfg)
+        self.adim = setup(self.cfg).action_dim
         self.env = make_env(self.cfg)
         self.writer = _Writer(background)
         self.agent = agent_models(self.cfg, self.folder.parent)
@@ -254,7 +255,6 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
     """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures. Under an MPI
     launcher rank 0 runs this and the other ranks play its episodes (`_episodes`)."""
     from wm.core.metrics import make_logger
-    from wm.envs import action_dim
     from wm.mpi import launched_rank, launched_size
 
     if launched_rank() > 0:
@@ -263,7 +263,9 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
         serve()
         return {}
 
-    action_dim(cfg)  # collect.policy's choices and the other ranges are config.RULES'
+    # what the readers require of a file; its action size refuses an env this cannot play (collect.policy's choices
+    # and the other ranges are config.RULES')
+    spec = episode_spec(cfg)
     if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
         raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
     if cfg.collect.policy == "agent":
@@ -282,7 +284,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
         tmp.unlink(missing_ok=True)
     target = int(cfg.collect.episodes)
     with make_logger(run, "collect") as log:
-        good, todo = existing(folder, target, log, episode_spec(cfg))
+        good, todo = existing(folder, target, log, spec)
         frames = sum(good.values())
         log.info(
             "%s: %d/%d episodes on disk, %d to collect with %d workers (policy %s, preprocess %s)",
@@ -311,7 +313,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
             _episodes(cfg, folder, todo, workers, log, written)
         steps, rejected = tally["steps"], tally["rejected"]
         elapsed = time.perf_counter() - t0
-        good, todo = existing(folder, target, spec=episode_spec(cfg))
+        good, todo = existing(folder, target, spec=spec)
         if todo:
             raise RunFailed(
                 f"collect: {len(todo)} episode files missing or unreadable after collection (first: "

@@ -221,16 +221,15 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     from dataclasses import replace
 
     from wm.core.metrics import make_logger
-    from wm.envs import action_dim
+    from wm.envs.setup import setup
     from wm.es.budget import Curriculum
-    from wm.models.controller import Controller
     from wm.mpi import StopFlag, launched_size
     from wm.rollouts.engine import EvalSpec
 
     check_upstream(cfg, run)
     es_cfg = cfg.es
     G, D = int(es_cfg.generations), int(es_cfg.draws)
-    n = Controller.from_config(cfg, action_dim(cfg)).n_params
+    n = setup(cfg).n_params
     out = run.stage_dir(VERB)
     spath, metrics = state_path(run), run.metrics_path(VERB)
     if opts.force:

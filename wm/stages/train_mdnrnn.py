@@ -67,13 +67,13 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     name = backend.activate(cfg.run.backend)  # before Keras loads
     if name == "tensorflow":
         tf_setup.setup()
-    from wm.envs import action_dim
+    from wm.envs.setup import setup
     from wm.models.mdnrnn import config_path, make_optimizer, save_config
     from wm.models.training import Checkpoint, Deferred, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     # mdnrnn.batching's choices and done_horizon ≥ 1 are config.RULES': a config that breaks them never reaches here
-    a_dim = action_dim(cfg)
+    a_dim = setup(cfg).action_dim
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = bool(m_cfg.predict_reward)
         series = _series(cfg, run, a_dim, log)

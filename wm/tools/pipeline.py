@@ -25,7 +25,7 @@ from wm.core.launcher import add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import STAGES
 from wm.core.rundir import RunDir, round_dirs
-from wm.envs.family import family
+from wm.envs.setup import setup
 from wm.es.rules import check_fitness
 from wm.rounds.control import RunClock, run_rounds
 from wm.rounds.iterate import check_seeds, round_config
@@ -65,7 +65,7 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
     found = {r.path: {e["tag"]: e for e in r.evaluations()} for r in (run, *rounds)}
     result = result_pass(run)[1].path
     cfg = run.load_config()
-    score = f"{family(cfg).score_label if cfg is not None else 'steps survived':<14}"
+    score = f"{setup(cfg).family.score_label if cfg is not None else 'steps survived':<14}"
     print(f"\n  policy            env     {score} (mean ± std)  episodes")
     for label, where, mode, tag in rows:
         s = found[where.path].get(tag)

@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from wm.core.errors import WMError
-from wm.envs.family import family
+from wm.envs.setup import family_of, setup
 
 SCALE = 4  # a 64×64 frame is drawn 256×256
 
 
 def key_action(env: str, keys: set[str] | frozenset[str]) -> np.ndarray:
     """The controller-space action of the keys held, by the env's record (`wm.envs.family`)."""
-    return family(env).key_action(set(keys))
+    return family_of(env).key_action(set(keys))
 
 
 @dataclass
@@ -92,7 +92,7 @@ class PlaySession:
     C's (`agent`). `reset()` and `step(keys)` return a `Frame`."""
 
     def __init__(self, cfg, run, real: bool = False, agent: bool = False, temperature: float | None = None, seed: int = 0):
-        if not agent and not family(cfg).keys:
+        if not agent and not setup(cfg).family.keys:
             raise WMError(
                 f"no keyboard mapping for {cfg.env.name}'s actions (keys drive DoomTakeCover and CarRacing): "
                 "watch C play with --agent (w in the TUI)"
@@ -263,7 +263,7 @@ def serve(session: PlaySession, stdin=None, stdout=None) -> int:
         stdout.write(json.dumps(obj) + "\n")
         stdout.flush()
 
-    keys = family(session.env_name).keys  # none for an env only C can drive (--agent)
+    keys = session.world.setup.family.keys  # none for an env only C can drive (--agent)
     send({"ready": True, "env": session.env_name, "mode": "real" if session.real else "dream", "keys": list(keys)})
     for line in stdin:
         if not line.strip():

@@ -23,7 +23,7 @@ from wm.core.errors import WMError
 from wm.core.format import duration, figures, number
 from wm.core.registry import STAGES, plots
 from wm.core.rundir import RunDir, round_dirs
-from wm.envs.family import family
+from wm.envs.setup import family_of
 from wm.rollouts.evaluation import format_drive, pm
 from wm.rounds.iterate import evaluates_result_only
 from wm.tools.paper import PAPER_DOOM, paper_row
@@ -230,7 +230,7 @@ def paper_figure(env: str, s: dict[str, Any]) -> str:
         return f"— (fewer than {FEW_EPISODES} episodes)"
     mode = s.get("mode", "")
     kind = "random" if mode == "real-random" else "dream" if mode == "dream" else "real" if mode == "real" else ""
-    fam = family(env)
+    fam = family_of(env)
     if kind == "dream" and fam.tau_table and s.get("temperature") is not None:
         row = paper_row(float(s["temperature"]))  # the paper's dream score at the same τ, when it has that row
         if row is not None:
@@ -332,8 +332,9 @@ def _evaluation_lines(run: RunDir, cfg: Any, env: str) -> list[str]:
     driven = [s for s in evals if isinstance(s.get("drive"), dict) and s["drive"]]
     if driven:  # CarRacing: how the score was driven (wm.rollouts.evaluation.drive_summary)
         lines += [""] + [f"- {s['tag']}: {format_drive(s['drive'])}" for s in driven]
-    if family(env).score_note:
-        lines += ["", family(env).score_note.format(max_steps=cfg.env.max_steps)]
+    note = family_of(env).score_note
+    if note:
+        lines += ["", note.format(max_steps=cfg.env.max_steps)]
     return lines
 
 
@@ -349,7 +350,7 @@ def _sweep_lines(run: RunDir, env: str) -> list[str]:
     if rows:
         from wm.tools.plots import sweep_plot
 
-        path = sweep_plot(run.plots_dir / SWEEP_PNG, rows, PAPER_DOOM if family(env).tau_table else None)
+        path = sweep_plot(run.plots_dir / SWEEP_PNG, rows, PAPER_DOOM if family_of(env).tau_table else None)
         lines += ["", f"![Dream and real score against τ]({_rel(run, path)})"]
     if data.exists():
         lines += ["", f"Data: [{data.name}]({_rel(run, data)})"]

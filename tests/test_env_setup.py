@@ -1,0 +1,78 @@
+"""`wm.envs.setup`: a config's env facts resolved once, each equal to what the suite computed from the config before
+(the family record, the action size, C's parameter count and layout), each refused with its own error."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from wm.core.config import Config, blocks, load
+from wm.core.errors import WMError
+from wm.envs import action_dim, action_post
+from wm.envs.family import family
+from wm.envs.setup import MODES, family_of, setup
+from wm.models.controller import Controller
+
+# every env block of configs/ (the paper's two games and the Atari blocks), and the gym action kinds no block uses
+ENVS = [[name] for name, block in sorted(blocks().items()) if "name" in (block.get("env") or {})]
+ENVS += [["atari_boxing", "env.actions=joystick:18"], ["atari_boxing", "env.actions=box:2"]]
+
+
+def test_every_env_block_is_covered():
+    names = {e[0] for e in ENVS}
+    assert {"doom_takecover", "carracing", "atari_boxing", "atari_freeway"} <= names
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("env", ENVS, ids=lambda e: "+".join(e))
+def test_the_setup_is_what_the_config_gave_before(env, mode, bias):
+    cfg = load([env[0]], [*env[1:], f"controller.mode={mode}", f"controller.bias={str(bias).lower()}"])
+    s, a = setup(cfg), action_dim(cfg)
+    c = Controller.from_config(cfg, a)
+    assert (s.action_dim, s.post, s.family) == (a, action_post(cfg), family(cfg)) == (a, c.post, family_of(cfg.env.name))
+    assert s.n_params == c.n_params > 0
+    assert (s.controller.inputs, s.controller.input_dim, list(s.controller.pieces)) == (c.inputs, c.input_dim, c.layout)
+    assert (s.z_dim, s.hidden) == (cfg.vae.z_dim, cfg.mdnrnn.hidden) == (c.z_dim, c.hidden)
+
+
+def test_one_setup_per_config():
+    cfg = load(["carracing"])
+    assert setup(cfg) is setup(load(["carracing"]))
+    other = setup(load(["carracing"], ["controller.mode=z"]))
+    assert other is not setup(cfg) and other.n_params == 99 and setup(cfg).n_params == 867  # the paper's Car C (§6)
+
+
+def test_each_fact_is_refused_with_its_own_error():
+    """A fact is resolved when read: an env name none of the families knows, a gym env's bad `env.actions` and an
+    unknown controller mode are refused by the fact that needs them, with the message the suite gave before."""
+    d = load(["doom_takecover"]).to_dict()
+    bad_name = Config(d | {"env": d["env"] | {"name": "pong"}})
+    s = setup(bad_name)
+    for fact, fn in (("family", family), ("action_dim", action_dim)):
+        with pytest.raises(WMError) as before:
+            fn(bad_name)
+        with pytest.raises(WMError) as now:
+            getattr(s, fact)
+        assert str(now.value) == str(before.value)
+    with pytest.raises(WMError, match="expected one of"):
+        _ = s.n_params
+    bad_actions = load(["atari_boxing"], ["env.actions=discrete:many"])
+    assert setup(bad_actions).family is family(bad_actions)  # the family needs no action spec
+    with pytest.raises(WMError, match="env.actions must be"):
+        _ = setup(bad_actions).n_params
+    d = load(["carracing"]).to_dict()
+    bad_mode = Config(d | {"controller": d["controller"] | {"mode": "zz"}})  # config.RULES refuses it when loaded
+    with pytest.raises(WMError) as before:
+        Controller.from_config(bad_mode, action_dim(bad_mode))
+    with pytest.raises(WMError) as now:
+        _ = setup(bad_mode).n_params
+    assert str(now.value) == str(before.value) and "controller mode 'zz'" in str(now.value)
+    assert setup(bad_mode).action_dim == 3  # the facts that do not need the mode still resolve
+
+
+def test_the_setup_imports_no_tensorflow():
+    code = "import sys, wm.envs.setup; sys.exit('tensorflow' in sys.modules or 'keras' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0

@@ -1,0 +1,123 @@
+"""A config's env, resolved once: `setup(cfg)` is what the rest of the suite needs to know about the game a config
+plays and the C that plays it. The family record (`wm.envs.family`), the action size M and C use (`action_dim`), what
+turns C's output into that action (`action_post`), V's z size, M's hidden size, and C's inputs and flat-vector
+layout, so C's parameter count is known without building C (`wm.models.controller.Controller` takes its layout
+from `controller_layout` here, so the two counts cannot differ).
+
+Outside `wm.envs` nothing calls `action_dim` or `family` on a config: a stage or tool reads `setup(cfg)`, and a
+function handed a loaded `World` reads its `setup`. A run's env name alone (the report, `play`'s keys) maps to
+its record through `family_of`.
+
+Each fact is resolved on its first read and then kept, so a config the suite cannot play is refused by the fact a
+caller reads, with that fact's own error (an unknown `env.name`, a gym env's `env.actions`, a `controller.mode`).
+NumPy only at import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from wm.core.errors import WMError
+from wm.envs import action_dim, action_post
+from wm.envs.family import EnvFamily, family
+
+if TYPE_CHECKING:
+    from wm.core.config import Config
+
+MODES = ("z", "zh", "zc", "zch", "z_hidden")
+_INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
+_KEPT = 64  # setups kept (a process meets a handful of configs: a run's, its scoring one, a round's)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """C's inputs and flat parameter vector, piece by piece (the authors' layouts, `wm.models.controller`)."""
+
+    mode: str
+    inputs: tuple[str, ...]  # what C reads, in order: z, c, h
+    input_dim: int
+    pieces: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape) in the vector's order
+
+    @property
+    def n_params(self) -> int:
+        return int(sum(np.prod(s) for _, s in self.pieces))
+
+
+def controller_layout(mode: str, z_dim: int, hidden: int, action_dim: int, bias: bool, hidden_units: int = 40) -> Layout:
+    """The layout of C in `mode` (refused when the mode is none of `MODES`) for these sizes."""
+    mode = mode.lower()
+    if mode not in MODES:
+        raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
+    sizes = {"z": int(z_dim), "c": int(hidden), "h": int(hidden)}
+    inputs = _INPUTS[mode]
+    input_dim = sum(sizes[k] for k in inputs)
+    a, u = int(action_dim), int(hidden_units)
+    if mode == "z_hidden":
+        pieces = [("b_hidden", (u,)), ("W_hidden", (input_dim, u)), ("b_out", (a,)), ("W_out", (u, a))]
+    else:
+        pieces = [("b", (a,)), ("W", (input_dim, a))]
+    return Layout(mode, inputs, input_dim, tuple((n, s) for n, s in pieces if bool(bias) or not n.startswith("b")))
+
+
+@dataclass(frozen=True, eq=False)
+class Setup:
+    """The env facts of one config (`setup(cfg)`); each is resolved on its first read."""
+
+    cfg: Config = field(repr=False)
+
+    @cached_property
+    def family(self) -> EnvFamily:
+        """The game's record (`wm.envs.family`)."""
+        return family(self.cfg)
+
+    @cached_property
+    def action_dim(self) -> int:
+        """The action size M sees and C outputs (`wm.envs.action_dim`)."""
+        return action_dim(self.cfg)
+
+    @cached_property
+    def post(self) -> str:
+        """What turns C's tanh output into the action M sees (`wm.envs.action_post`)."""
+        return action_post(self.cfg)
+
+    @property
+    def z_dim(self) -> int:
+        return int(self.cfg.vae.z_dim)
+
+    @property
+    def hidden(self) -> int:
+        return int(self.cfg.mdnrnn.hidden)
+
+    @cached_property
+    def controller(self) -> Layout:
+        """C's layout under `controller.*` (the action size first: an env it cannot play is refused as such)."""
+        c, a = self.cfg.controller, self.action_dim
+        return controller_layout(c.mode, self.z_dim, self.hidden, a, c.bias, c.hidden_units)
+
+    @property
+    def n_params(self) -> int:
+        """C's parameter count (what `Controller.from_config(cfg, action_dim).n_params` is)."""
+        return self.controller.n_params
+
+
+_SETUPS: dict[str, Setup] = {}
+
+
+def setup(cfg: Config) -> Setup:
+    """The env facts of `cfg`, one `Setup` per config (by `cfg.hash()`)."""
+    key = cfg.hash()
+    found = _SETUPS.get(key)
+    if found is None:
+        if len(_SETUPS) >= _KEPT:
+            _SETUPS.pop(next(iter(_SETUPS)))
+        found = _SETUPS.setdefault(key, Setup(cfg))
+    return found
+
+
+def family_of(name: str) -> EnvFamily:
+    """The record of an env name (a run's `env.name` read on its own, e.g. from an evaluation summary)."""
+    return family(name)
