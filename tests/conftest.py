@@ -58,6 +58,15 @@ def repo_root() -> Path:
     return ROOT
 
 
+@pytest.fixture
+def tiny_run(tmp_path):
+    """A new run dir, `tmp_path / "r"`, holding the tiny Doom config (tests/helpers.py's tiny_cfg()), no stage started.
+    The helpers that modules share are in tests/helpers.py."""
+    from tests.helpers import tiny_run_at
+
+    return tiny_run_at(tmp_path / "r")
+
+
 # What each module of the slow tier costs under `make test`: CPU seconds of its tests and every process they start,
 # on 2 cores (`-p tests.cpu_profile`, tests/cpu_profile.py); a module not named counts 10. Only the order of the
 # tests depends on these figures.

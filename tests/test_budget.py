@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core.config import load
 from wm.core.errors import WMError
 from wm.es.budget import Curriculum, check_budget, fitness_budget
 
 
 def _car(*sets: str):
-    return load(["carracing", "tiny"], ["env.max_steps=40", *sets])
+    return tiny_cfg("env.max_steps=40", *sets, env="carracing")
 
 
 def test_curriculum_raises_the_cap_only_when_the_generation_mean_is_the_best_yet():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core.config import load
 from wm.core.errors import WMError
 
@@ -114,13 +115,12 @@ def test_unknown_renderer_is_one_clear_error():
 
 def test_scores_use_the_official_renderer(monkeypatch):
     """A run trained with the fast renderer is still scored (and recorded) with gymnasium's own."""
-    from wm.core.config import load
     from wm.core.rundir import RunDir
     from wm.rollouts import engine
     from wm.rollouts.episodes import scoring_config
     from wm.rollouts.evaluation import play
 
-    cfg = load(["carracing", "tiny"], ["env.renderer=fast"])
+    cfg = tiny_cfg("env.renderer=fast", env="carracing")
     assert scoring_config(cfg).env.renderer == "official" and cfg.env.renderer == "fast"
     seen = []
     monkeypatch.setattr(engine, "evaluate_seeds", lambda spec, *a, **k: seen.append(spec.cfg["env"]["renderer"]))

@@ -7,8 +7,8 @@ import struct
 import subprocess
 import sys
 
+from tests.helpers import tiny_run_at
 from wm.cli import main
-from wm.core import config as C
 from wm.core.metrics import make_logger
 from wm.core.rundir import RunDir
 
@@ -40,8 +40,7 @@ def test_help_lists_verbs_without_importing_heavy_modules(repo_root):
 
 
 def _fixture_run(tmp_path) -> RunDir:
-    run = RunDir(tmp_path / "run")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
+    run = tiny_run_at(tmp_path / "run")
     run.stage_dir("collect").mkdir()
     for i in range(3):
         (run.stage_dir("collect") / f"ep_{i:06d}.npz").write_bytes(b"x")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from vae_data import make_run
 
+from tests.helpers import tiny_cfg, tiny_run_at
 from wm import __version__, cli
 from wm.core import commands
 from wm.core import config as C
@@ -54,7 +55,7 @@ def test_ranges_and_choices_are_checked_once_for_every_key(setting, message):
     with pytest.raises(WMError, match=message):
         C.load(["doom_takecover", "tiny"], [setting])
     with pytest.raises(WMError, match=message):  # a config the code builds (a round's, a scoring one) is checked too
-        C.update(C.load(["doom_takecover", "tiny"]), C.parse_set([setting]), source="code")
+        C.update(tiny_cfg(), C.parse_set([setting]), source="code")
 
 
 def test_every_preset_fits_the_rules():
@@ -64,9 +65,8 @@ def test_every_preset_fits_the_rules():
         assert key in C.flatten(C.defaults().to_dict()), key
 
 
-def test_a_refused_value_on_a_stored_run_leaves_config_yaml_byte_identical(tmp_path, capsys):
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
+def test_a_refused_value_on_a_stored_run_leaves_config_yaml_byte_identical(tmp_path, tiny_run, capsys):
+    run = tiny_run
     before = _tree(tmp_path)
     for bad in ("es.fitness=bogus", "es.device=tpu", "es.popsize=-4"):
         assert cli.main(["train-controller", "--run", str(run.path), "--set", bad]) == 2
@@ -75,8 +75,7 @@ def test_a_refused_value_on_a_stored_run_leaves_config_yaml_byte_identical(tmp_p
 
 
 def test_a_typo_in_run_is_refused_naming_the_nearest_run_and_creates_nothing(tmp_path, capsys):
-    run = RunDir(tmp_path / "doom1")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
+    run = tiny_run_at(tmp_path / "doom1")
     before = _tree(tmp_path)
     assert cli.main(["train-vae", "--run", str(tmp_path / "doomm1")]) == 2
     err = capsys.readouterr().err
@@ -135,9 +134,8 @@ def test_no_verb_is_a_usage_error_and_version_prints(repo_root):
     assert res.returncode == 0 and res.stdout.strip() == f"wm {__version__}"
 
 
-def test_a_closed_pipe_ends_quietly(tmp_path, repo_root):
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
+def test_a_closed_pipe_ends_quietly(tiny_run, repo_root):
+    run = tiny_run
     p = subprocess.Popen(
         [sys.executable, "-m", "wm", "status", "--run", str(run.path)],
         stdout=subprocess.PIPE,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wm.core.config import load
+from tests.helpers import tiny_cfg
 from wm.core.rundir import RunDir
 from wm.data.episodes import EPISODE_KEYS, list_episodes, read_episode
 from wm.stages import collect
@@ -25,7 +25,7 @@ SETS = ["env.max_steps=80", "collect.min_length=30", "collect.workers=2"]
 
 
 def _cfg(*extra: str):
-    return load(["doom_takecover", "tiny"], SETS + list(extra))
+    return tiny_cfg(*SETS, *extra)
 
 
 def _collect(path: Path, cfg, workers: int | None = None) -> RunDir:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from tests.helpers import tiny_run_at
 from wm import cli
 from wm.core import config as C
-from wm.core.rundir import RunDir
 from wm.tools.config_show import key_comments
 
 
@@ -20,8 +20,7 @@ def test_every_key_prints_with_its_value_its_default_when_changed_and_its_commen
 
 
 def test_a_runs_config_a_section_and_the_blocks(tmp_path, capsys):
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"], ["es.popsize=6"]))
+    run = tiny_run_at(tmp_path / "r", "es.popsize=6")
     assert cli.main(["config", "--run", str(run.path), "--section", "es.popsize"]) == 0
     assert capsys.readouterr().out.splitlines() == ["es:", "  popsize: 6  (default 64)"]
     assert cli.main(["config", "--blocks"]) == 0

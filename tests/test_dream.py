@@ -7,6 +7,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
+from tests.helpers import tiny_cfg  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
@@ -269,11 +270,10 @@ def test_done_sampling_threshold_vs_bernoulli(world):
 def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and
     any gym env (Boxing without a done head would also run every dream to the cap: every member scores the same)."""
-    from wm.core.config import load
     from wm.core.rundir import RunDir
     from wm.stages.train_controller import check_upstream
 
-    cfg = load([env, "tiny"], ["es.fitness=dream", "mdnrnn.predict_reward=false"])
+    cfg = tiny_cfg("es.fitness=dream", "mdnrnn.predict_reward=false", env=env)
     run = RunDir(tmp_path / "run")
     run.bind_config(cfg)
     run.stage_dir("train-mdnrnn").mkdir(parents=True)

@@ -13,66 +13,12 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import WORLD_K, WORLD_P, WORLD_SETS, tiny_world
 from wm.core import config as C
 from wm.core.rundir import RunDir
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 
-P, K = 8, 2
-SETS = [
-    "vae.z_dim=6",
-    "mdnrnn.hidden=12",
-    "mdnrnn.num_mixtures=3",
-    "dream.max_steps=60",
-    f"es.popsize={P}",
-    f"es.trials={K}",
-    "es.generations=1",
-    "es.eval_every=1",
-    "es.eval_episodes=4",
-]
-
-
-def firing_m(cfg: C.Config, seed: int = 0, rng: np.random.Generator | None = None):
-    """A random-weight Doom M (keras seed `seed`) whose done logit fires now and then (its column drawn from `rng`),
-    so dream episodes end at different steps."""
-    import keras
-
-    from wm.models.mdnrnn import MDNRNN
-
-    keras.utils.set_random_seed(seed)
-    z, hidden = int(cfg.vae.z_dim), int(cfg.mdnrnn.hidden)
-    m = MDNRNN(z, 1, hidden, int(cfg.mdnrnn.num_mixtures), True)
-    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
-    b, w = m.out_bias.numpy(), m.out_kernel.numpy()
-    b[0], w[:, 0] = -2.0, (rng or np.random.default_rng(0)).normal(0, 3.0, hidden)
-    m.out_bias.assign(b)
-    m.out_kernel.assign(w)
-    return m
-
-
-def tiny_world(path, sets: list[str] = (), seed: int = 0) -> tuple[C.Config, RunDir]:
-    """A run dir holding a random-weight Doom M (a done logit that fires now and then; `seed` picks M's weights) and
-    initial z's."""
-    cfg = C.load(["doom_takecover", "tiny"], [*SETS, *sets])
-    run = RunDir(path)
-    run.bind_config(cfg, None)
-    from wm.core import tf_setup
-
-    tf_setup.setup(gpu=False)
-    from wm.core.atomic import atomic_savez
-    from wm.models.mdnrnn import save_config
-    from wm.models.training import save_weights
-
-    z, rng = int(cfg.vae.z_dim), np.random.default_rng(0)
-    m = firing_m(cfg, seed, rng)
-    save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
-    save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
-    atomic_savez(
-        run.stage_dir("encode") / "initial_z.npz",
-        mu=rng.standard_normal((5, z)).astype(np.float32),
-        logvar=np.full((5, z), -2.0, np.float32),
-    )
-    run.mark_done("train-mdnrnn", {})
-    return cfg, run
+P, K, SETS = WORLD_P, WORLD_K, WORLD_SETS  # tiny_world's population, trials per member and settings
 
 
 def population(cfg: C.Config) -> tuple[np.ndarray, np.ndarray]:

@@ -6,14 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wm.core import config as C
+from tests.helpers import history, stage, tiny_cfg, toy_cfg
 from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.es import state as es_state
 from wm.es.cmaes import CMAES, episode_seeds, member_seeds, penalized_fitness
-
-TIMING = {"es/elapsed", "es/evals_per_s", "time"}
 
 
 def test_cmaes_learns_a_10d_quadratic():
@@ -98,25 +96,6 @@ def test_nan_member_gets_the_worst_fitness():
 
 
 # ---------------------------------------------------------------- the stage, serially, toy fitness
-
-
-def toy_cfg(**sets: object) -> C.Config:
-    base = {"es.fitness": "toy", "es.generations": 4, "es.eval_every": 2}
-    base.update(sets)
-    return C.load(["doom_takecover", "tiny"], [f"{k}={v}" for k, v in base.items()])
-
-
-def stage(cfg: C.Config, path, **kw: object) -> RunDir:
-    from wm.stages import train_controller
-
-    run = RunDir(path)
-    cfg = run.bind_config(cfg, "train-controller")
-    train_controller.run(cfg, run, train_controller.Options(**kw))
-    return run
-
-
-def history(run: RunDir) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in TIMING} for r in read_jsonl(run.metrics_path("train-controller"))]
 
 
 def test_resume_equivalence(tmp_path):
@@ -277,7 +256,7 @@ def test_real_rollouts_depend_only_on_seed_and_params():
     from wm.models.vae import ConvVAE
     from wm.rollouts.rollout import RealEvaluator
 
-    cfg = C.load(["doom_takecover", "tiny"], ["env.max_steps=60"])
+    cfg = tiny_cfg("env.max_steps=60")
     vae, m = ConvVAE(cfg.vae.z_dim), MDNRNN(cfg.vae.z_dim, 1, cfg.mdnrnn.hidden, 5, True)
     m.step(np.zeros((1, cfg.vae.z_dim), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
     ctl = Controller.from_config(cfg, 1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.helpers import history, stage, tiny_cfg, toy_cfg
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.es import state as es_state
@@ -97,7 +98,7 @@ def test_state_round_trip_continues_identically_and_nan_ranks_worst(cls, tmp_pat
 def test_make_es_and_refusals():
     from wm.core import config as C
 
-    cfg = C.load(["doom_takecover", "tiny"], ["es.algorithm=openes"])
+    cfg = tiny_cfg("es.algorithm=openes")
     assert isinstance(make_es(cfg.es, 6), OpenES)
     with pytest.raises(WMError, match=r"'es.algorithm' must be cma \| openes \| pepg \| ga, got 'nes'"):
         C.update(cfg, {"es": {"algorithm": "nes"}})  # config.RULES, as every config the code builds
@@ -107,8 +108,6 @@ def test_make_es_and_refusals():
 
 @pytest.mark.parametrize("algorithm", ["openes", "pepg", "ga"])
 def test_stage_resumes_exactly_and_refuses_another_algorithm(tmp_path, algorithm):
-    from test_es import history, stage, toy_cfg
-
     cfg = toy_cfg(**{"es.algorithm": algorithm})
     straight = stage(cfg, tmp_path / "a")
     with pytest.raises(KeyboardInterrupt):
@@ -124,9 +123,7 @@ def test_learns_at_the_configs_defaults(algorithm):
     """With base.yaml's es.* (lr 0.01, σ0 0.1, pop 32) in 100 dimensions each must close most of the distance to a
     target within 200 generations. PEPG's plain Sehnke step (α_μ · g) moved its mean by ≈ 0.003 per generation at
     these settings (a Doom C scored like the random policy after 80 generations); Adam on g_μ, as OpenES, learns."""
-    from wm.core import config as C
-
-    es_cfg = C.load(["doom_takecover", "tiny"], [f"es.algorithm={algorithm}", "es.popsize=32", "es.weight_decay=0"]).es
+    es_cfg = tiny_cfg(f"es.algorithm={algorithm}", "es.popsize=32", "es.weight_decay=0").es
     target = np.linspace(-0.5, 0.5, 100)
     es = make_es(es_cfg, 100)
     start = np.sum(target**2)

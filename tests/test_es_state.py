@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_es import history, stage, toy_cfg
 
+from tests.helpers import history, stage, toy_cfg
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.es import state as es_state

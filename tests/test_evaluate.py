@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import evaluate_run
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
@@ -18,55 +19,6 @@ from wm.rollouts import evaluation as EV
 from wm.rollouts import recording
 from wm.rollouts.engine import kind_of
 from wm.stages import evaluate as E
-
-SETS = [
-    "env.max_steps=24",
-    "dream.max_steps=24",
-    "evaluate.episodes=3",
-    "evaluate.workers=1",
-    "evaluate.gif_stride=2",
-    "evaluate.seed=500",
-    "es.real_envs_per_worker=2",
-    "evaluate.temperatures=[0.5, 1.15]",
-]
-
-
-def _tiny_run(tmp_path, with_models: bool = True) -> tuple[C.Config, RunDir]:
-    """A run dir with random-weight V, M, initial_z and C written by the real modules (no training)."""
-    cfg = C.load(["doom_takecover", "tiny"], SETS)
-    run = RunDir(tmp_path / "run")
-    run.bind_config(cfg, None)
-    if not with_models:
-        return cfg, run
-    from wm.core import tf_setup
-
-    tf_setup.setup(gpu=False)
-    from wm.core.atomic import atomic_savez
-    from wm.models.controller import Controller
-    from wm.models.mdnrnn import MDNRNN, save_config
-    from wm.models.training import save_weights
-    from wm.models.vae import ConvVAE
-
-    z, hidden = cfg.vae.z_dim, cfg.mdnrnn.hidden
-    save_weights(ConvVAE(z), run.stage_dir("train-vae") / "vae.weights.h5")
-    m = MDNRNN(z, 1, hidden, cfg.mdnrnn.num_mixtures, True)
-    m.step(np.zeros((1, z), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
-    save_weights(m, run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
-    save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
-    rng = np.random.default_rng(0)
-    atomic_savez(
-        run.stage_dir("encode") / "initial_z.npz",
-        mu=rng.standard_normal((5, z)).astype(np.float32),
-        logvar=np.full((5, z), -2.0, np.float32),
-    )
-    n = Controller.from_config(cfg, 1).n_params
-    atomic_savez(
-        run.stage_dir("train-controller") / "best.npz",
-        params=rng.standard_normal(n).astype(np.float32) * 0.1,
-        score=np.float64(1.0),
-        generation=np.int64(1),
-    )
-    return cfg, run
 
 
 def test_seed_list_summary_and_formatting():
@@ -83,7 +35,7 @@ def test_seed_list_summary_and_formatting():
 
 
 def test_missing_controller_is_a_clear_error(tmp_path):
-    cfg, run = _tiny_run(tmp_path, with_models=False)
+    cfg, run = evaluate_run(tmp_path, with_models=False)
     with pytest.raises(WMError, match=r"controller/best\.npz not found"):
         E.run(cfg, run, E.Options())
     with pytest.raises(WMError, match=r"nope\.npz not found"):
@@ -92,7 +44,7 @@ def test_missing_controller_is_a_clear_error(tmp_path):
 
 
 def test_dream_evaluation_and_gif(tmp_path):
-    cfg, run = _tiny_run(tmp_path)
+    cfg, run = evaluate_run(tmp_path)
     E.run(cfg, run, E.Options(dream=True, temperature=1.15))
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
@@ -162,7 +114,7 @@ def test_random_baseline_needs_no_model(tmp_path, repo_root):
 
 @pytest.mark.env
 def test_real_evaluation_marks_done_and_records_gif(tmp_path):
-    cfg, run = _tiny_run(tmp_path)
+    cfg, run = evaluate_run(tmp_path)
     E.run(cfg, run, E.Options())
     s = json.loads((run.path / "eval/summary.json").read_text())
     assert s == json.loads((run.path / "eval/real/summary.json").read_text())
@@ -192,7 +144,7 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
 
 @pytest.mark.env
 def test_sweep_has_one_row_per_temperature(tmp_path):
-    cfg, run = _tiny_run(tmp_path)
+    cfg, run = evaluate_run(tmp_path)
     E.run(cfg, run, E.Options(sweep=True, episodes=2))
     data = json.loads((run.path / "eval/temperature_sweep.json").read_text())
     assert [r["temperature"] for r in data["rows"]] == [0.5, 1.15] and data["seeds"] == [500, 501]
@@ -210,7 +162,7 @@ def test_the_sweeps_rows_play_over_the_ranks_of_one_mpi_job_as_in_one_process(tm
     from wm.core.atomic import atomic_savez
     from wm.tools.sweep import prepare_tau_run
 
-    cfg, run = _tiny_run(tmp_path)
+    cfg, run = evaluate_run(tmp_path)
     for verb in ("collect", "train-vae", "encode", "train-mdnrnn"):
         run.mark_done(verb, {})
     other = prepare_tau_run(run, 0.5)
@@ -238,7 +190,7 @@ def test_the_sweeps_rows_play_over_the_ranks_of_one_mpi_job_as_in_one_process(tm
 def test_prepare_tau_run_links_upstream_stages(tmp_path):
     from wm.tools.sweep import controller_sources, prepare_tau_run
 
-    cfg, run = _tiny_run(tmp_path, with_models=False)
+    cfg, run = evaluate_run(tmp_path, with_models=False)
     with pytest.raises(WMError, match="not done"):
         prepare_tau_run(run, 1.15)
     for verb in ("collect", "train-vae", "encode", "train-mdnrnn"):

@@ -12,8 +12,8 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from tests.helpers import tiny_cfg  # noqa: E402
 from wm.core.atomic import atomic_savez, atomic_write_json  # noqa: E402
-from wm.core.config import load  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
 from wm.tools.export import AGENT_FILE, export  # noqa: E402
@@ -30,7 +30,7 @@ def _trained(tmp_path) -> RunDir:
     from wm.models.mdnrnn import MDNRNN, config_path, save_config
     from wm.models.vae import ConvVAE
 
-    cfg = load(["doom_takecover", "tiny"], ["vae.z_dim=32", "mdnrnn.hidden=16"])
+    cfg = tiny_cfg("vae.z_dim=32", "mdnrnn.hidden=16")
     run = RunDir(tmp_path / "run")
     run.bind_config(cfg)
     keras.utils.set_random_seed(0)

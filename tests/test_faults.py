@@ -241,9 +241,8 @@ def test_encode_validates_before_writing_and_counts(tmp_path):
 # ---------------------------------------------------------------- 3: lock first; a refused command changes nothing
 
 
-def test_refused_command_changes_nothing_on_disk(tmp_path, capsys):
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
+def test_refused_command_changes_nothing_on_disk(tmp_path, tiny_run, capsys):
+    run = tiny_run
     run.stage_dir("collect").mkdir()
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
     try:

@@ -15,8 +15,7 @@ gymnasium = pytest.importorskip("gymnasium")
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
-from tests.test_dream_pool import tiny_world  # noqa: E402
-from wm.core import config as C  # noqa: E402
+from tests.helpers import tiny_cfg, tiny_world  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
@@ -29,7 +28,7 @@ UNBOUNDED = ".*(infinity|alternative render modes)"  # the checker's notes on Bo
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """tests/test_dream_pool.py's tiny Doom run (a random-weight M whose done logit fires now and then, 5 initial z),
+    """tests/helpers.py's tiny Doom run (a random-weight M whose done logit fires now and then, 5 initial z),
     plus a random-weight V to render with."""
     from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
@@ -237,7 +236,7 @@ def steering_run(path):
     from wm.models.training import save_weights
 
     sets = ["vae.z_dim=2", "mdnrnn.hidden=4", "mdnrnn.num_mixtures=1", "dream.max_steps=100", "dream.temperature=1.0"]
-    cfg = C.load(["doom_takecover", "tiny"], sets)
+    cfg = tiny_cfg(*sets)
     run = RunDir(path)
     run.bind_config(cfg, None)
     m = MDNRNN(2, 1, 4, 1, True)

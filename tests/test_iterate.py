@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core.atomic import atomic_savez
 from wm.core.config import load
 from wm.core.errors import WMError
@@ -20,7 +21,7 @@ SETS = ["iterate.episodes=5", "iterate.generations=3", "iterate.mdnrnn_epochs=2"
 
 
 def _cfg(*extra: str):
-    return load(["doom_takecover", "tiny"], SETS + list(extra))
+    return tiny_cfg(*SETS, *extra)
 
 
 def test_round_config_chains_rounds():

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import tiny_run_at
 from wm import cli
 from wm.core import commands
-from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.launcher import Launcher, from_args, from_env, mpirun_path
 from wm.core.registry import STAGES
@@ -186,8 +186,7 @@ def test_a_bad_launcher_is_one_error_line_exit_2_and_nothing_written(tmp_path, c
         monkeypatch.delenv(k, raising=False)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
-    existing = RunDir(tmp_path / "old")
-    existing.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    existing = tiny_run_at(tmp_path / "old")
     before = files(tmp_path)
     for run in (tmp_path / "new", existing.path):
         pipeline = ["pipeline", "--configs", "doom_takecover", "tiny", "--run", str(run), "--mpi", "3", *argv]
@@ -215,15 +214,14 @@ RunDir(argv[argv.index("--run") + 1]).mark_done("train-controller")  # as the ra
 """
 
 
-def test_the_pipeline_starts_its_ranks_with_the_launcher(tmp_path, monkeypatch):
+def test_the_pipeline_starts_its_ranks_with_the_launcher(tmp_path, tiny_run, monkeypatch):
     """`pipeline --mpi 3 --launcher TEMPLATE` through the CLI, with real subprocesses: train-controller is started by
     the template's program (a script that records its argv and marks the stage DONE), the others were DONE."""
     log = tmp_path / "launched.txt"
     script = tmp_path / "launch.py"
     script.write_text(LAUNCHER.format(root=str(Path(__file__).resolve().parents[1]), log=str(log)))
     monkeypatch.setenv("WM_LAUNCHER", "srun")  # the flag wins over the variable
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    run = tiny_run
     for s in STAGES[: [s.verb for s in STAGES].index("train-controller")]:
         run.mark_done(s.verb)
     template = f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} --hostfile 'my hosts' -n {{n}}"

@@ -10,10 +10,9 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from wm.core.atomic import atomic_savez  # noqa: E402
-from wm.core.config import defaults, update  # noqa: E402
+from tests.helpers import mdnrnn_run, write_series  # noqa: E402
+from wm.core.config import update  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
-from wm.core.rundir import RunDir  # noqa: E402
 from wm.data.episodes import episode_name, write_episode  # noqa: E402
 from wm.models import mixture, mixture_tf  # noqa: E402
 from wm.models.mdnrnn import MDNRNN, load_mdnrnn, lr_at, make_optimizer  # noqa: E402
@@ -163,33 +162,10 @@ def test_load_mdnrnn_checks_shapes(tmp_path):
 # ---------------------------------------------------------------------------- data and training
 
 
-def _write_series(folder, lengths, z_dim=4, a_dim=1, seed=0):
-    """Synthetic series: z follows z_{t+1} = 0.9·roll(z_t) + 0.5·a_t (learnable), tiny logvar."""
-    rng = np.random.default_rng(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, n in enumerate(lengths):
-        a = rng.uniform(-1, 1, (n, a_dim)).astype(np.float32)
-        z = np.zeros((n, z_dim), np.float32)
-        z[0] = rng.normal(size=z_dim)
-        for t in range(n - 1):
-            z[t + 1] = 0.9 * np.roll(z[t], 1) + 0.5 * a[t, 0]
-        done = np.zeros(n, bool)
-        done[-1] = True
-        write_episode(
-            folder / episode_name(i),
-            mu=z.astype(np.float16),
-            logvar=np.full((n, z_dim), -8, np.float16),
-            action=a,
-            reward=2.0 * a[:, 0],  # a function of the step's action: a reward head can learn it
-            done=done,
-        )
-    atomic_savez(folder / "initial_z.npz", mu=np.zeros((2, z_dim), np.float32), logvar=np.zeros((2, z_dim), np.float32))
-
-
 def test_stream_and_episode_batches(tmp_path):
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
 
-    _write_series(tmp_path, [7, 5, 9])
+    write_series(tmp_path, [7, 5, 9])
     s = load_series(tmp_path, 4, 1)
     assert s.n_frames == 21 and list(s.lengths) == [7, 5, 9]
     sb = StreamBatches(s, batch_size=2, seq_len=4, seed=0)
@@ -341,7 +317,7 @@ def test_reward_head_loss_batches_counts_and_learning(tmp_path):
     base = MDNRNN(4, 1, 8, 2, predict_done=True).count_params()
     m = MDNRNN(4, 1, 8, 2, predict_done=True, predict_reward=True)
     assert m.count_params() == base + 8 + 1
-    _write_series(tmp_path / "series", [30, 25, 40, 35])
+    write_series(tmp_path / "series", [30, 25, 40, 35])
     series = load_series(tmp_path / "series", 4, 1, rewards=True)
     np.testing.assert_allclose(series.reward, 2.0 * series.action[:, 0])
     batches = EpisodeBatches(series, 4, 20, seed=0, predict_done=True)
@@ -364,37 +340,10 @@ def test_reward_head_loss_batches_counts_and_learning(tmp_path):
     assert back.predict_reward and back.count_params() == m.count_params()
 
 
-def _stage_run(tmp_path, batching, **over):
-    cfg = update(
-        defaults(),
-        {
-            "env": {"name": "doom_takecover"},
-            "vae": {"z_dim": 4},
-            "mdnrnn": {
-                "hidden": 8,
-                "num_mixtures": 2,
-                "batching": batching,
-                "seq_len": 6,
-                "batch_size": 2,
-                "epochs": 2,
-                "steps": 4,
-                "checkpoint_every": 2,
-                "preview_episodes": 0,
-                "predict_done": True,
-                **over,
-            },
-        },
-    )
-    run = RunDir(tmp_path / "run")
-    run.bind_config(cfg)
-    _write_series(run.stage_dir("encode"), [13, 9, 17, 11])
-    return cfg, run
-
-
 def test_stage_refuses_without_series(tmp_path):
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path, "streams")
+    cfg, run = mdnrnn_run(tmp_path, "streams")
     with pytest.raises(WMError, match="encode"):
         train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
 
@@ -402,7 +351,7 @@ def test_stage_refuses_without_series(tmp_path):
 def test_a_done_horizon_below_one_is_refused_by_the_config(tmp_path):
     # config.RULES, checked by every config the code builds: the stage never sees it, nothing is written
     with pytest.raises(WMError, match=r"'mdnrnn.done_horizon' must be >= 1, got 0"):
-        _stage_run(tmp_path, "streams", done_horizon=0)
+        mdnrnn_run(tmp_path, "streams", done_horizon=0)
     assert not (tmp_path / "run").exists()
 
 
@@ -417,7 +366,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     from wm.core.bounded import read_jsonl
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path / "a", batching, **over)
+    cfg, run = mdnrnn_run(tmp_path / "a", batching, **over)
     run.mark_done("encode", {})
     train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
     full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
@@ -425,7 +374,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     # streams: (50 − 1) // (2·6) = 4 chunks per epoch
     assert len(full) == (int(cfg.mdnrnn.steps) if batching == "episodes" else 2 * 4)
     # a run that dies at step 3 (mid-epoch, after the step-2 checkpoint with its carried state), then reruns
-    cfg2, run2 = _stage_run(tmp_path / "b", batching, **over)
+    cfg2, run2 = mdnrnn_run(tmp_path / "b", batching, **over)
     run2.mark_done("encode", {})
     real = wm.models.training.check_finite
 
@@ -449,7 +398,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     if rewards:
         assert rewards[-1] < rewards[0] and run.done_info("train-mdnrnn")["mdnrnn/reward_loss"] == rewards[-1]
     if over.get("dropout"):  # and the masks were applied: the same run without dropout learns other weights
-        cfg3, run3 = _stage_run(tmp_path / "c", batching)
+        cfg3, run3 = mdnrnn_run(tmp_path / "c", batching)
         run3.mark_done("encode", {})
         train_mdnrnn.run(cfg3, run3, train_mdnrnn.Options())
         plain = [r["mdnrnn/nll"] for r in read_jsonl(run3.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
@@ -462,7 +411,7 @@ def test_a_rerun_that_finds_the_training_done_reports_the_same_figures(tmp_path,
     step's losses (before: NaN, from a rerun that read back no step; the kill campaign found it)."""
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path, batching)
+    cfg, run = mdnrnn_run(tmp_path, batching)
     run.mark_done("encode", {})
     train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
     first = run.done_info("train-mdnrnn")
@@ -479,7 +428,7 @@ def test_stage_writes_dream_preview_gif(tmp_path):
     from wm.models.vae import ConvVAE
     from wm.stages import train_mdnrnn
 
-    cfg, run = _stage_run(tmp_path, "episodes", steps=1, preview_episodes=2)
+    cfg, run = mdnrnn_run(tmp_path, "episodes", steps=1, preview_episodes=2)
     cfg = update(cfg, {"dream": {"max_steps": 5}})
     run.mark_done("encode", {})
     save_weights(ConvVAE(4), run.stage_dir("train-vae") / "vae.weights.h5")
@@ -493,10 +442,10 @@ def test_done_head_series_end_at_the_first_termination(tmp_path):
     """CarRacing data runs on past the car leaving the playfield (`collect.ignore_done`, done repeated while it is
     off); with a done head M sees each episode only up to its first done, which is its one done target, and an
     episode that reached the step cap gets none (a truncation is not a death)."""
-    from wm.data.episodes import episode_name, read_episode, write_episode
+    from wm.data.episodes import read_episode
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
 
-    _write_series(tmp_path, [12, 9, 10])
+    write_series(tmp_path, [12, 9, 10])
     for i, first_done in [(0, 6), (1, None)]:  # episode 0 leaves the field at step 6 and stays off; 1 is capped
         d = read_episode(tmp_path / episode_name(i), ("mu", "logvar", "action", "reward", "done"))
         d["done"][:] = False
@@ -528,10 +477,10 @@ def test_a_done_horizon_marks_the_last_frames_of_a_death_not_of_a_cap(tmp_path):
     """mdnrnn.done_horizon k: the done head learns "dies within k steps", so an episode that ended by termination
     gets done targets on its last k frames (all of it when shorter), a capped one none; k = 1 is the paper's one
     target; both batchings agree."""
-    from wm.data.episodes import episode_name, read_episode, write_episode
+    from wm.data.episodes import read_episode
     from wm.data.sequences import EpisodeBatches, StreamBatches, load_series
 
-    _write_series(tmp_path, [7, 9, 3])
+    write_series(tmp_path, [7, 9, 3])
     d = read_episode(tmp_path / episode_name(1), ("mu", "logvar", "action", "reward", "done"))
     d["done"][:] = False  # episode 1 reached the step cap
     write_episode(tmp_path / episode_name(1), **d)

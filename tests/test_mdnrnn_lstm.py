@@ -193,14 +193,14 @@ def test_compiled_train_steps_agree():
 
 def test_stage_trains_the_same_with_either(tmp_path):
     """train-mdnrnn with `mdnrnn.lstm: keras` (streams: restarts inside chunks, state carried) reproduces custom."""
-    from tests.test_mdnrnn import _stage_run
+    from tests.helpers import mdnrnn_run
     from wm.core.bounded import read_jsonl
     from wm.models.mdnrnn import load_mdnrnn
     from wm.stages import train_mdnrnn
 
     nll, weights = {}, {}
     for impl in ("custom", "keras"):
-        cfg, run = _stage_run(tmp_path / impl, "streams", lstm=impl, epochs=1)
+        cfg, run = mdnrnn_run(tmp_path / impl, "streams", lstm=impl, epochs=1)
         run.mark_done("encode", {})
         train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
         nll[impl] = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]

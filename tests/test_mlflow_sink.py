@@ -8,15 +8,13 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-from wm.core import config as C  # noqa: E402
+from tests.helpers import tiny_cfg, tiny_run_at  # noqa: E402
 from wm.core.metrics import make_logger  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
 
 
 def _run(tmp_path, sinks: str) -> RunDir:
-    run = RunDir(tmp_path / "run")
-    run.bind_config(C.load(["doom_takecover", "tiny"], [f"metrics.sinks={sinks}", "run.seed=7"]))
-    return run
+    return tiny_run_at(tmp_path / "run", f"metrics.sinks={sinks}", "run.seed=7")
 
 
 def test_one_mlflow_run_per_run_dir_with_params_metrics_and_media(tmp_path, monkeypatch):
@@ -58,7 +56,7 @@ def test_off_by_default_and_a_broken_sink_only_warns(tmp_path, capsys, monkeypat
 
     bad = RunDir(tmp_path / "b" / "run")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "nosuchscheme://x")  # a server only ever comes from the environment
-    bad.bind_config(C.load(["doom_takecover", "tiny"], ["metrics.sinks=[mlflow]"]))
+    bad.bind_config(tiny_cfg("metrics.sinks=[mlflow]"))
     with make_logger(bad, "train-vae") as log:  # the stage goes on; one warning line names the sink
         log.scalars(1, {"vae/loss": 1.0})
     out = capsys.readouterr().out

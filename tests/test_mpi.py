@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import TIMING, tiny_cfg
 from wm.core.bounded import read_jsonl
 from wm.core.rundir import RunDir
 
 pytestmark = pytest.mark.mpi
 
 MPIRUN = str(Path(sys.executable).with_name("mpirun"))
-TIMING = {"es/elapsed", "es/evals_per_s", "time"}
 
 
 def cmd(run: Path, *sets: str, ranks: int = 3) -> list[str]:
@@ -293,11 +293,10 @@ def test_round_controls_real_check_over_three_ranks_equals_the_serial_one(tmp_pa
     """Round control's checks run `evaluate` under the pipeline's `--mpi` ranks (`control.checks_over`): the random
     policy's check (`eval/check-random`, round control's yardstick) over `mpirun -n 3` plays the same episodes, to the
     step, as the one process of `--mpi 1`."""
-    from wm.core import config as C
     from wm.rounds import control
 
     monkeypatch.chdir(repo_root)
-    cfg = C.load(["doom_takecover", "tiny"], ["iterate.check_episodes=4", "env.max_steps=120", "iterate.target_ratio=2"])
+    cfg = tiny_cfg("iterate.check_episodes=4", "env.max_steps=120", "iterate.target_ratio=2")
     runs = {n: RunDir(tmp_path / f"r{n}") for n in (1, 3)}
     means = {}
     for n, run in runs.items():

@@ -41,13 +41,13 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
         assert run.is_done(st.verb), st.verb
     assert run.load_config().env.renderer == "fast"
     if on_jax:  # V and M trained on JAX; M's preview drawn by its child on TensorFlow, sent to the stage's TensorBoard
-        from tests.test_tensorboard import values
+        from tests.helpers import tb_values
 
         for stage in ("train-vae", "train-mdnrnn"):
             assert json.loads((run.stage_dir(stage) / "DONE").read_text())["backend"] == "jax", stage
         assert "step: JAX (jax backend)" in run.log_path("train-vae").read_text()
         assert run.artifact("dream_preview").stat().st_size > 0
-        images = [v.tag for _, v in values(run.tb_dir / "mdnrnn") if v.HasField("image")]
+        images = [v.tag for _, v in tb_values(run.tb_dir / "mdnrnn") if v.HasField("image")]
         assert images == ["mdnrnn/dream_preview"], images
 
     # C trained in the real env: the population's episodes started capped at 50 steps and the cap only rose

@@ -12,6 +12,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
+from tests.helpers import tiny_cfg  # noqa: E402
 from wm.core.config import update  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
 from wm.tools.play import Frame, PlaySession, key_action, run_window, serve  # noqa: E402
@@ -36,11 +37,10 @@ def test_keys_map_to_controller_actions():
 def test_keys_are_refused_where_no_mapping_exists(tmp_path):
     """A gym env's 18 Atari actions have no keys: playing is refused in one line before anything loads (the Doom
     keys' one column once reached M's 18-wide action input); watching C (--agent) is still allowed."""
-    from wm.core.config import load
     from wm.core.errors import WMError
 
     with pytest.raises(WMError, match=r"no keyboard mapping for gym:ALE/Boxing-v5's actions .* --agent"):
-        PlaySession(load(["atari_boxing", "tiny"]), RunDir(tmp_path / "nothing"))
+        PlaySession(tiny_cfg(env="atari_boxing"), RunDir(tmp_path / "nothing"))
     assert not (tmp_path / "nothing").exists()
 
 

@@ -9,12 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_results import _eval, _run
-from wm.core import config as C
+from tests.helpers import rounds_run, seeded_run, tau_sweep_rows, write_eval
 from wm.core.atomic import atomic_write_json
 from wm.core.rundir import RunDir
-from wm.rounds.iterate import PassCheck
-from wm.rounds.record import round_checks, write_rounds
+from wm.rounds.record import round_checks
 from wm.tools import plots as P
 from wm.tools.paper import PAPER_DOOM
 from wm.tools.results import gather
@@ -70,22 +68,8 @@ def test_a_figure_without_data_says_so(tmp_path):
     assert [t.get_text() for t in P.sweep_figure([]).axes[0].texts] == ["no data"]
 
 
-def _rounds_run(tmp_path) -> RunDir:
-    """rounds.json as round control writes it: three passes, round1 the result, the random policy's check 210."""
-    run = RunDir(tmp_path / "r")
-    cfg = C.load(["doom_takecover", "tiny"])
-    run.bind_config(cfg, None)
-    history = [
-        PassCheck("first pass", str(run.path), real=310.0, dream=520.0),
-        PassCheck("round1", str(run.path / "round1"), real=640.0, dream=900.0, final=610.0, final_episodes=100),
-        PassCheck("round2", str(run.path / "round2"), real=450.0, dream=1800.0),
-    ]
-    write_rounds(run, cfg, history, stopped="the rounds ran out", random=210.0)
-    return run
-
-
 def test_rounds_figure_sets_each_passs_dream_score_beside_its_real_check(tmp_path):
-    checks = round_checks(_rounds_run(tmp_path))
+    checks = round_checks(rounds_run(tmp_path))
     assert checks is not None and checks["result"]["name"] == "round1"
     (ax,) = P.rounds_figure(checks).axes
     dream, real = ax.containers
@@ -108,13 +92,13 @@ def test_rounds_figure_sets_each_passs_dream_score_beside_its_real_check(tmp_pat
 def test_results_figure_has_each_runs_mean_and_ci_the_random_policy_and_the_pooled_mean(tmp_path):
     paths = []
     for i, m in enumerate([200.0, 400.0, 600.0]):
-        run = _run(tmp_path, f"s{i}", seed=i)
-        _eval(run, np.tile([m - 50, m + 50], 20))
+        run = seeded_run(tmp_path, f"s{i}", seed=i)
+        write_eval(run, np.tile([m - 50, m + 50], 20))
         if i != 1:  # one run without a random baseline
-            _eval(run, [150.0] * 40, tag="random")
+            write_eval(run, [150.0] * 40, tag="random")
         paths.append(str(run.path))
-    frozen = _run(tmp_path, "f", seed=9)
-    _eval(frozen, np.tile([450.0, 550.0], 20))
+    frozen = seeded_run(tmp_path, "f", seed=9)
+    write_eval(frozen, np.tile([450.0, 550.0], 20))
     doc = gather(paths, [str(frozen.path)], resamples=500)
     (ax,) = P.results_figure(doc).axes
     live, fro = _errorbars(ax)
@@ -142,18 +126,9 @@ def test_results_figure_has_each_runs_mean_and_ci_the_random_policy_and_the_pool
     assert not any(ln.get_label().startswith("pooled") for ln in ax.lines)
 
 
-def _sweep_rows() -> list[dict]:
-    """eval/temperature_sweep.json's rows as `evaluate --sweep` writes them."""
-    rows = []
-    for tau, dream, real in ((1.3, 700.0, 650.0), (0.5, 1900.0, 300.0), (1.0, 1200.0, 800.0), (1.15, 950.0, 900.0)):
-        s = {"episodes": 20, "mean": dream, "std": 300.0, "min": 1.0, "median": dream, "max": 2100.0, "len_mean": dream}
-        rows.append({"temperature": tau, "episodes": 20, "dream": s, "real": {**s, "mean": real, "std": 400.0}})
-    return rows
-
-
 def test_sweep_figure_has_dream_and_real_against_tau_and_the_papers_points(tmp_path):
     run = RunDir(tmp_path / "r")
-    atomic_write_json(run.artifact("tau_sweep"), {"seeds": [1, 2], "config_hash": "x", "rows": _sweep_rows()})
+    atomic_write_json(run.artifact("tau_sweep"), {"seeds": [1, 2], "config_hash": "x", "rows": tau_sweep_rows()})
     from wm.tools.report import sweep_rows
 
     rows = sweep_rows(run)

@@ -136,6 +136,8 @@ def test_a_worker_killed_while_it_starts_takes_its_child_processes_along(tmp_pat
     assert state in ("Z", "X", "gone"), f"the stalled worker's child {pid} outlived it (state {state})"
 
 
+# The parent script imports this module by name (tests/ on its sys.path): spawn_map's workers unpickle `_task` and
+# `_init_marker` by module and name, and a function defined in the script's __main__ would not be found there.
 _ORPHAN_PARENT = """
 import sys
 sys.path[:0] = {paths!r}

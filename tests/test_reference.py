@@ -7,16 +7,15 @@ import json
 
 import pytest
 
+from tests.helpers import tiny_run_at
 from wm import cli
-from wm.core import config as C
 from wm.core.atomic import atomic_write_json
 from wm.core.rundir import RunDir
 from wm.tools import reference
 
 
 def _run(path, means: list[float], checks: dict[int, float], score: float | None = None) -> RunDir:
-    run = RunDir(path)
-    run.bind_config(C.load(["doom_takecover", "tiny"], ["run.seed=3"]))
+    run = tiny_run_at(path, "run.seed=3")
     lines = [{"step": g + 1, "es/generation": g + 1, "es/mean": m} for g, m in enumerate(means)]
     lines += [{"step": g, "es/eval_mean": v} for g, v in checks.items()]
     run.metrics_path("train-controller").parent.mkdir(parents=True, exist_ok=True)
@@ -54,8 +53,7 @@ def test_a_run_reads_within_below_or_above_its_recorded_runs(tmp_path, refs):
         "check of the CMA mean 150 at generation 10: below every recorded run's 200–260 (worse)",
         "score 800.0 over 100 episodes: above every recorded run's 700–760 (better)",
     ]
-    other = RunDir(tmp_path / "b")
-    other.bind_config(C.load(["doom_takecover", "tiny"], ["es.popsize=16"]))  # another recipe: no reference
+    other = tiny_run_at(tmp_path / "b", "es.popsize=16")  # another recipe: no reference
     assert reference.standing(other) == (None, [])
 
 

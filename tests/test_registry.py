@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core import registry
 from wm.core.rundir import ARTIFACTS, RunDir
 
@@ -117,10 +118,9 @@ def test_status_rows_come_from_the_registry(tmp_path):
 
 
 def test_pipeline_progress_comes_from_the_registry(tmp_path):
-    from wm.core import config as C
     from wm.core.progress import stage_progress
 
-    cfg = C.load(["doom_takecover", "tiny"], ["collect.episodes=4", "es.generations=8"])
+    cfg = tiny_cfg("collect.episodes=4", "es.generations=8")
     run = RunDir(tmp_path / "r")
     run.episodes_dir.mkdir(parents=True)
     (run.episodes_dir / "ep_000000.npz").write_bytes(b"x")
@@ -128,17 +128,15 @@ def test_pipeline_progress_comes_from_the_registry(tmp_path):
     run.metrics_path("train-controller").parent.mkdir(parents=True)
     run.metrics_path("train-controller").write_text(json.dumps({"es/generation": 2}) + "\n")
     assert stage_progress(run, cfg, "train-controller") == 0.25
-    two = C.load(["doom_takecover", "tiny"], ["collect.episodes=4", "es.generations=8", "es.draws=2"])
+    two = tiny_cfg("collect.episodes=4", "es.generations=8", "es.draws=2")
     assert stage_progress(run, two, "train-controller") == 0.125  # generation 2 of 2 draws × 8
     assert stage_progress(run, cfg, "train-vae") is None  # nothing logged yet
 
 
-def test_report_plots_come_from_the_registry(tmp_path):
-    from wm.core import config as C
+def test_report_plots_come_from_the_registry(tiny_run):
     from wm.tools.report import make_plots
 
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"], []), None)
+    run = tiny_run
     for st, plot in registry.plots():
         path = run.metrics_path(st.verb)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from wm.core import config as C
+from tests.helpers import tiny_run_at
 from wm.core.atomic import atomic_write_json
 from wm.core.media import save_gif, save_png
 from wm.core.metrics import make_logger
@@ -21,8 +21,7 @@ LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def _fixture_run(tmp_path, evals: bool = True) -> RunDir:
-    run = RunDir(tmp_path / "run")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    run = tiny_run_at(tmp_path / "run")
     with make_logger(run, "train-vae", console=False) as log:
         for s in range(1, 6):
             log.scalars(s * 10, {"vae/loss": 100.0 / s, "vae/recon": 60.0 / s, "vae/kl": 32.0})
@@ -101,8 +100,7 @@ def test_report_links_resolve_and_plots_are_pngs(tmp_path, repo_root):
 
 
 def test_report_on_empty_run_has_no_dangling_links(tmp_path):
-    run = RunDir(tmp_path / "empty")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    run = tiny_run_at(tmp_path / "empty")
     md = R.render(run)
     assert _links(md) == ["config.yaml"] and "No evaluation yet" in md and "No training metrics yet" in md
     assert not (run.path / "plots").exists()
@@ -145,14 +143,14 @@ def test_the_report_draws_the_rounds_and_the_sweep_figures(tmp_path):
     `plots/temperature_sweep.png` in the sweep section (Doom: the paper's points beside)."""
     from PIL import Image
 
-    from tests.test_plots import _rounds_run, _sweep_rows
+    from tests.helpers import rounds_run, tau_sweep_rows
 
-    run = _rounds_run(tmp_path)
+    run = rounds_run(tmp_path)
     md = R.render(run)
     assert "## Iterative training" not in md and "rounds.png" not in md  # no round dirs: no rounds section
     for k in (1, 2):
         (run.path / f"round{k}").mkdir()
-    atomic_write_json(run.artifact("tau_sweep"), {"seeds": [1], "config_hash": "x", "rows": _sweep_rows()})
+    atomic_write_json(run.artifact("tau_sweep"), {"seeds": [1], "config_hash": "x", "rows": tau_sweep_rows()})
     run.artifact("tau_sweep_table").write_text("# t\n\n| τ | dream |\n|---|---|\n| 1.15 | 950 ± 300 |\n")
     md = R.render(run)
     links = [x for x in _links(md) if not x.endswith("/report.md")]  # a round's own report: the pipeline writes it

@@ -5,32 +5,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from tests.helpers import seeded_run, write_eval
 from wm.cli import main as wm_main
 from wm.core import config as C
 from wm.core.atomic import atomic_write_json
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
-from wm.rollouts.evaluation import write_results
 from wm.tools.results import bootstrap_ci, format_table, gather, gather_paired, hierarchical_ci, paired_row
 
 SEEDS = list(range(1000, 1100))
-
-
-def _run(tmp_path: Path, name: str, seed: int = 0) -> RunDir:
-    run = RunDir(tmp_path / name)
-    run.bind_config(C.load(["doom_takecover", "tiny"], [f"run.seed={seed}"]), None)
-    return run
-
-
-def _eval(run: RunDir, returns, tag: str = "real", seeds: list[int] | None = None) -> None:
-    returns = np.asarray(returns, float)
-    seeds = list(range(1000, 1000 + returns.size)) if seeds is None else seeds
-    write_results(run, tag, seeds, returns, np.full(returns.size, 100), {"mode": tag})
 
 
 def _rounds(run: RunDir, result: str) -> None:
@@ -42,9 +29,9 @@ def _rounds(run: RunDir, result: str) -> None:
 
 
 def test_known_returns_give_known_figures_and_a_ci_around_the_mean(tmp_path):
-    run = _run(tmp_path, "a", seed=7)
-    _eval(run, [100, 200, 300, 400])
-    _eval(run, [50, 50, 50, 50], tag="random")
+    run = seeded_run(tmp_path, "a", seed=7)
+    write_eval(run, [100, 200, 300, 400])
+    write_eval(run, [50, 50, 50, 50], tag="random")
     doc = gather([str(run.path)], [], resamples=2000)
     r = doc["runs"][0]
     assert (r["seed"], r["episodes"], r["mean"], r["median"]) == (7, 4, 250.0, 250.0)
@@ -57,9 +44,9 @@ def test_known_returns_give_known_figures_and_a_ci_around_the_mean(tmp_path):
 
 def test_no_ratio_to_a_negative_random_mean(tmp_path):
     """CarRacing's random policy scores about −27: C's 700 is not "−26×" random; the ratio is left out there."""
-    run = _run(tmp_path, "car", seed=1)
-    _eval(run, [700.0, 720.0])
-    _eval(run, [-30.0, -25.0], tag="random")
+    run = seeded_run(tmp_path, "car", seed=1)
+    write_eval(run, [700.0, 720.0])
+    write_eval(run, [-30.0, -25.0], tag="random")
     doc = gather([str(run.path)], [], resamples=200)
     assert doc["runs"][0]["ratio"] is None and doc["aggregate"]["all"] is None  # one run: no aggregate over runs
     assert doc["runs"][0]["random"]["mean"] == -27.5
@@ -79,11 +66,11 @@ def test_bootstrap_ci_matches_the_normal_approximation_for_400_episodes():
 def test_all_runs_aggregate_of_three_runs(tmp_path):
     paths = []
     for i, m in enumerate([100.0, 200.0, 600.0]):
-        run = _run(tmp_path, f"s{i}", seed=i)
-        _eval(run, np.tile([m - 10, m + 10], 50))  # mean m, std 10, 100 episodes
+        run = seeded_run(tmp_path, f"s{i}", seed=i)
+        write_eval(run, np.tile([m - 10, m + 10], 50))  # mean m, std 10, 100 episodes
         paths.append(str(run.path))
-    frozen = _run(tmp_path, "f", seed=9)
-    _eval(frozen, np.tile([290.0, 310.0], 50))
+    frozen = seeded_run(tmp_path, "f", seed=9)
+    write_eval(frozen, np.tile([290.0, 310.0], 50))
     doc = gather(paths, [str(frozen.path)], resamples=4000)
     agg = doc["aggregate"]
     a = agg["all"]
@@ -121,10 +108,10 @@ def test_hierarchical_ci_resamples_runs_then_episodes():
 
 
 def test_the_result_round_of_round_control_is_reported(tmp_path):
-    run = _run(tmp_path, "r")
-    _eval(run, [100] * 10)
+    run = seeded_run(tmp_path, "r")
+    write_eval(run, [100] * 10)
     for k, v in ((1, 200), (2, 700), (3, 400)):
-        _eval(RunDir(run.path / f"round{k}"), [v] * 10)
+        write_eval(RunDir(run.path / f"round{k}"), [v] * 10)
     _rounds(run, "round2")
     r = gather([str(run.path)], [], resamples=200)["runs"][0]
     assert r["result"]["name"] == "round2" and r["mean"] == 700.0
@@ -139,9 +126,9 @@ def test_the_result_round_of_round_control_is_reported(tmp_path):
 
 
 def test_a_random_baseline_on_other_seeds_is_flagged(tmp_path):
-    run = _run(tmp_path, "r")
-    _eval(run, [300] * 100, seeds=SEEDS)
-    _eval(run, [150] * 100, tag="random", seeds=[s + 1 for s in SEEDS])
+    run = seeded_run(tmp_path, "r")
+    write_eval(run, [300] * 100, seeds=SEEDS)
+    write_eval(run, [150] * 100, tag="random", seeds=[s + 1 for s in SEEDS])
     doc = gather([str(run.path)], [], resamples=200)
     r = doc["runs"][0]
     assert not r["random"]["same_seeds"] and "random baseline on other seeds" in r["note"]
@@ -149,15 +136,15 @@ def test_a_random_baseline_on_other_seeds_is_flagged(tmp_path):
     from wm.tools.results import format_table
 
     assert "random baseline on other seeds" in format_table(doc)
-    _eval(run, [150] * 100, tag="random", seeds=SEEDS)
+    write_eval(run, [150] * 100, tag="random", seeds=SEEDS)
     assert gather([str(run.path)], [], resamples=200)["runs"][0]["note"] == ""
 
 
 def test_cli_writes_the_table_and_json(tmp_path, capsys):
-    a, b = _run(tmp_path, "s0", seed=0), _run(tmp_path, "s1", seed=1)
-    _eval(a, [100, 300] * 50)
-    _eval(b, [300, 500] * 50)
-    _eval(a, [50] * 100, tag="random")
+    a, b = seeded_run(tmp_path, "s0", seed=0), seeded_run(tmp_path, "s1", seed=1)
+    write_eval(a, [100, 300] * 50)
+    write_eval(b, [300, 500] * 50)
+    write_eval(a, [50] * 100, tag="random")
     out = tmp_path / "out"
     assert wm_main(["results", "--runs", str(a.path), "--frozen", str(b.path), "--out", str(out), "--resamples", "500"]) == 0
     text = capsys.readouterr().out
@@ -177,10 +164,10 @@ def test_cli_plot_writes_the_results_figure(tmp_path, capsys):
     """`--plot`: results.png beside the table (the figure's content: tests/test_plots.py); refused with --paired."""
     from PIL import Image
 
-    a, b = _run(tmp_path, "s0", seed=0), _run(tmp_path, "s1", seed=1)
-    _eval(a, [100, 300] * 50, seeds=SEEDS)
-    _eval(b, [300, 500] * 50, seeds=SEEDS)
-    _eval(a, [50] * 100, tag="random", seeds=SEEDS)
+    a, b = seeded_run(tmp_path, "s0", seed=0), seeded_run(tmp_path, "s1", seed=1)
+    write_eval(a, [100, 300] * 50, seeds=SEEDS)
+    write_eval(b, [300, 500] * 50, seeds=SEEDS)
+    write_eval(a, [50] * 100, tag="random", seeds=SEEDS)
     out = tmp_path / "out"
     assert wm_main(["results", "--runs", str(a.path), str(b.path), "--out", str(out), "--resamples", "200", "--plot"]) == 0
     assert f"{out / 'results.png'}" in capsys.readouterr().out.splitlines()[-1]
@@ -197,13 +184,13 @@ def test_cli_plot_writes_the_results_figure(tmp_path, capsys):
 
 @pytest.mark.parametrize("what", ["not a folder", "no config", "no eval", "a good run then a bad one", "twice"])
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, what):
-    good = _run(tmp_path, "good")
-    _eval(good, [100] * 10)
+    good = seeded_run(tmp_path, "good")
+    write_eval(good, [100] * 10)
     bad = tmp_path / "bad"
     if what == "no config":
         bad.mkdir()
     if what in ("no eval", "a good run then a bad one"):
-        _run(tmp_path, "bad")
+        seeded_run(tmp_path, "bad")
     runs = [str(good.path), str(good.path)] if what == "twice" else [str(bad)]
     if what == "a good run then a bad one":
         runs = [str(good.path), str(bad)]
@@ -217,9 +204,9 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys, what):
 
 def test_a_paired_comparison_matches_episodes_by_seed(tmp_path):
     """B − A over the seeds both played, against the textbook paired formula; unmatched episodes are left out."""
-    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
-    _eval(a, [100, 200, 300, 400], seeds=[1000, 1001, 1002, 1003])
-    _eval(b, [250, 250, 450, 0], seeds=[1001, 1002, 1003, 1004])  # 1001–1003 shared
+    a, b = seeded_run(tmp_path, "a"), seeded_run(tmp_path, "b")
+    write_eval(a, [100, 200, 300, 400], seeds=[1000, 1001, 1002, 1003])
+    write_eval(b, [250, 250, 450, 0], seeds=[1001, 1002, 1003, 1004])  # 1001–1003 shared
     r = paired_row(str(a.path), str(b.path), resamples=2000)
     x, y = np.array([200.0, 300.0, 400.0]), np.array([250.0, 250.0, 450.0])
     d = y - x
@@ -232,11 +219,11 @@ def test_a_paired_comparison_matches_episodes_by_seed(tmp_path):
 
 
 def test_a_paired_side_is_its_runs_result_round(tmp_path):
-    a, b = _run(tmp_path, "a"), _run(tmp_path, "b")
-    _eval(a, [100] * 10)
-    _eval(b, [150] * 10)
+    a, b = seeded_run(tmp_path, "a"), seeded_run(tmp_path, "b")
+    write_eval(a, [100] * 10)
+    write_eval(b, [150] * 10)
     for k, v in ((1, 200), (2, 700)):
-        _eval(_run(b.path, f"round{k}"), [v] * 10)
+        write_eval(seeded_run(b.path, f"round{k}"), [v] * 10)
     _rounds(b, "round1")
     r = gather_paired([[str(a.path), str(b.path)], [str(a.path), str(b.path / "round2")]], resamples=200)["pairs"]
     assert (r[0]["b"]["result"], r[0]["diff"], r[0]["paired_se"]) == ("round1", 100.0, 0.0)
@@ -245,10 +232,10 @@ def test_a_paired_side_is_its_runs_result_round(tmp_path):
 
 
 def test_paired_cli_writes_its_table_and_refuses_other_seeds(tmp_path, capsys):
-    a, b, c = _run(tmp_path, "a"), _run(tmp_path, "b"), _run(tmp_path, "c")
-    _eval(a, [100, 300] * 50, seeds=SEEDS)
-    _eval(b, [200, 300] * 50, seeds=SEEDS)
-    _eval(c, [200, 300] * 50, seeds=[s + 100 for s in SEEDS])
+    a, b, c = seeded_run(tmp_path, "a"), seeded_run(tmp_path, "b"), seeded_run(tmp_path, "c")
+    write_eval(a, [100, 300] * 50, seeds=SEEDS)
+    write_eval(b, [200, 300] * 50, seeds=SEEDS)
+    write_eval(c, [200, 300] * 50, seeds=[s + 100 for s in SEEDS])
     out = tmp_path / "out"
     assert wm_main(["results", "--paired", str(a.path), str(b.path), "--out", str(out), "--resamples", "500"]) == 0
     md = (out / "paired.md").read_text()
@@ -289,17 +276,17 @@ def test_results_help_loads_no_tensorflow(repo_root):
 def test_runs_of_another_step_cap_or_env_are_refused_and_few_episodes_are_flagged(tmp_path, capsys):
     """A 300-step tiny run and a 2100-step run in one table would average two games: refused in one line; a run of
     fewer than 20 episodes says its CI is rough; one run gets no "± over runs" row."""
-    a, b = _run(tmp_path, "a", seed=0), RunDir(tmp_path / "b")
+    a, b = seeded_run(tmp_path, "a", seed=0), RunDir(tmp_path / "b")
     b.bind_config(C.load(["doom_takecover", "small"], ["run.seed=1"]), None)
-    _eval(a, [100.0] * 30)
-    _eval(b, [900.0] * 30)
+    write_eval(a, [100.0] * 30)
+    write_eval(b, [900.0] * 30)
     with pytest.raises(WMError, match=r"the runs differ in env.max_steps \(300 in .*a, 2100 in .*b\)"):
         gather([str(a.path), str(b.path)], [], resamples=200)
     one = tmp_path / "one"
     assert wm_main(["results", "--runs", str(a.path), "--out", str(one), "--resamples", "200"]) == 0
     assert "all runs" not in (one / "results.md").read_text()
-    few = _run(tmp_path, "few", seed=2)
-    _eval(few, [1304.0, 1304.0, 1304.0])
+    few = seeded_run(tmp_path, "few", seed=2)
+    write_eval(few, [1304.0, 1304.0, 1304.0])
     assert wm_main(["results", "--runs", str(few.path), "--out", str(tmp_path / "f"), "--resamples", "200"]) == 0
     assert "warning: fewer than 20 episodes" in capsys.readouterr().err
     assert "only 3 episodes: the CI is rough" in (tmp_path / "f" / "results.md").read_text()

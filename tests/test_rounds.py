@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
@@ -29,16 +30,13 @@ from wm.tools import pipeline
 
 
 def _cfg(*sets: str) -> C.Config:
-    return C.load(
-        ["doom_takecover", "tiny"],
-        [
-            "iterate.rounds=5",
-            "iterate.check_episodes=10",
-            "iterate.patience=1",
-            "iterate.explore=0.3",
-            "iterate.explore_exploit=0.6",
-            *sets,
-        ],
+    return tiny_cfg(
+        "iterate.rounds=5",
+        "iterate.check_episodes=10",
+        "iterate.patience=1",
+        "iterate.explore=0.3",
+        "iterate.explore_exploit=0.6",
+        *sets,
     )
 
 
@@ -489,10 +487,7 @@ def test_gate_verdict_reads_the_dream_gap_against_the_real_one():
 def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
     """A fixed one-round run training C in the dream, with the gate's evaluations stubbed by tag; returns the stages
     the round ran (train-controller only if the gate let it) and the evaluations asked for (where, tag, options)."""
-    cfg = C.load(
-        ["carracing", "tiny"],
-        ["iterate.rounds=1", "iterate.check_episodes=0", "iterate.set=[es.fitness=dream]", *sets],
-    )
+    cfg = tiny_cfg("iterate.rounds=1", "iterate.check_episodes=0", "iterate.set=[es.fitness=dream]", *sets, env="carracing")
     run = RunDir(tmp_path / "r")
     run.bind_config(cfg, None)
     ran: list[str] = []
@@ -621,9 +616,8 @@ def test_the_dream_gate_reads_round_controls_random_check_on_the_same_seeds(tmp_
     """With `iterate.check_episodes` equal to the gate's count, the random policy's real episodes are round control's
     own check (eval/check-random): read back, not played again. The previous C's check is not: it played with its
     own M, and the gate plays it with the round's."""
-    cfg = C.load(
-        ["carracing", "tiny"],
-        ["iterate.check_episodes=4", "iterate.dream_gate=4", "es.fitness=dream", "mdnrnn.predict_reward=true"],
+    cfg = tiny_cfg(
+        "iterate.check_episodes=4", "iterate.dream_gate=4", "es.fitness=dream", "mdnrnn.predict_reward=true", env="carracing"
     )
     asked: list[tuple[str, str]] = []
     means = {"gate-real": 350.5, "check-random": -27.3, "gate-dream-c": 160.0, "gate-dream-random": -24.0}

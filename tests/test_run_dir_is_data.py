@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg, tiny_run_at
 from wm import cli
-from wm.core import config as C
 from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
@@ -34,9 +34,7 @@ def _tree(root: Path) -> dict[str, bytes | None]:
 
 
 def _run(tmp_path: Path, name: str = "r") -> RunDir:
-    run = RunDir(tmp_path / "runs" / name)
-    run.bind_config(C.load(["doom_takecover", "tiny"]), "collect")
-    return run
+    return tiny_run_at(tmp_path / "runs" / name)
 
 
 def _one_error_line(capsys) -> str:
@@ -63,7 +61,7 @@ def test_an_env_id_that_names_a_module_is_refused_and_imports_nothing(tmp_path, 
         assert p.returncode == 2 and "names code to import" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert not marker.exists()
     with pytest.raises(WMError, match="names code to import"):
-        C.load(["doom_takecover", "tiny"], ["env.name=gym:payload:X-v0"])
+        tiny_cfg("env.name=gym:payload:X-v0")
 
 
 def test_a_users_own_env_module_comes_from_the_environment(tmp_path, monkeypatch):
@@ -98,8 +96,7 @@ def test_a_server_named_only_by_a_runs_mlflow_file_is_never_contacted(tmp_path):
     pytest.importorskip("mlflow")
     from wm.core.metrics import make_logger
 
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"], ["metrics.sinks=[mlflow]"]))
+    run = tiny_run_at(tmp_path / "r", "metrics.sinks=[mlflow]")
     atomic_write_json(run.path / "mlflow_run.json", {"run_id": "abc", "tracking_uri": "http://127.0.0.1:9/"})
     with make_logger(run, "train-vae", console=False) as log:
         log.scalars(1, {"vae/loss": 1.0})

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core import runlock as RL
 from wm.core.atomic import atomic_path, atomic_savez, atomic_write_json
@@ -22,7 +23,7 @@ from wm.core.rundir import RunDir
 
 def test_config_written_at_creation_and_conflicts_refused(tmp_path):
     run = RunDir(tmp_path / "r")
-    cfg = C.load(["doom_takecover", "tiny"])
+    cfg = tiny_cfg()
     run.bind_config(cfg, "collect")
     assert C.Config(__import__("yaml").safe_load(run.config_path.read_text())).to_dict() == cfg.to_dict()
     (run.stage_dir("collect")).mkdir()
@@ -187,11 +188,10 @@ def test_a_held_lock_is_refreshed_while_its_stage_runs(tmp_path, monkeypatch):
     assert not lock.exists() and not list(run.stage_dir("collect").glob(".tmp-LOCK-*"))
 
 
-def test_break_lock_on_the_command_line_takes_over_a_fresh_foreign_lock(tmp_path, capsys):
+def test_break_lock_on_the_command_line_takes_over_a_fresh_foreign_lock(tiny_run, capsys):
     from wm import cli
 
-    run = RunDir(tmp_path / "r")
-    run.bind_config(C.load(["doom_takecover", "tiny"]), None)
+    run = tiny_run
     _foreign_lock(run, "train-vae", age=5)
     assert cli.main(["train-vae", "--run", str(run.path)]) == 2
     assert "(pid 4242 on node17, since" in capsys.readouterr().err

@@ -4,7 +4,6 @@ without TensorFlow: TFRecord framing (u64 length, u32 crc, data, u32 crc) and te
 from __future__ import annotations
 
 import io
-import struct
 import subprocess
 import sys
 
@@ -12,29 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.helpers import tb_values, tiny_cfg
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.metrics import make_logger
 from wm.core.rundir import RunDir
-
-
-def events(folder) -> list:
-    """Every Event of the event files directly in `folder`."""
-    from tensorboardX.proto import event_pb2
-
-    out = []
-    for path in sorted(folder.glob("events.out.tfevents.*")):
-        data, pos = path.read_bytes(), 0
-        while pos < len(data):
-            (n,) = struct.unpack_from("<Q", data, pos)
-            out.append(event_pb2.Event.FromString(data[pos + 12 : pos + 12 + n]))
-            pos += 12 + n + 4
-    return out
-
-
-def values(folder) -> list:
-    """(step, Summary.Value) of every summary value in `folder`'s event files."""
-    return [(e.step, v) for e in events(folder) for v in e.summary.value]
 
 
 def hparams_data(folder) -> dict:
@@ -43,13 +24,13 @@ def hparams_data(folder) -> dict:
 
     return {
         v.tag: HParamsPluginData.FromString(v.metadata.plugin_data.content)
-        for _, v in values(folder)
+        for _, v in tb_values(folder)
         if v.metadata.plugin_data.plugin_name == "hparams"
     }
 
 
 def _run(tmp_path) -> tuple[C.Config, RunDir]:
-    cfg = C.load(["doom_takecover", "tiny"])
+    cfg = tiny_cfg()
     run = RunDir(tmp_path / "run")
     run.bind_config(cfg, None)
     return cfg, run
@@ -64,7 +45,7 @@ def test_image_and_hparams_reach_the_event_files(tmp_path):
         log.scalars(9, {"vae/loss": 2.5, "vae/kl": float("nan")})
         log.image("vae/reconstructions", grid)  # at the last step
     folder = run.tb_dir / "vae"
-    images = [(step, v) for step, v in values(folder) if v.HasField("image")]
+    images = [(step, v) for step, v in tb_values(folder) if v.HasField("image")]
     assert [(step, v.tag) for step, v in images] == [(9, "vae/reconstructions")]
     png = np.asarray(Image.open(io.BytesIO(images[0][1].image.encoded_image_string)).convert("RGB"))
     assert png.shape == (10, 20, 3)
@@ -77,7 +58,7 @@ def test_image_and_hparams_reach_the_event_files(tmp_path):
     assert not any(isinstance(v, list) for k, v in C.flatten(cfg.to_dict()).items() if k in start)  # scalars only
     metrics = [m.name.tag for m in hp["_hparams_/experiment"].experiment.metric_infos]
     assert metrics == ["vae/loss", "vae/kl"]  # the last finite value of each: kl's NaN at step 9 is not final
-    final = {v.tag: (step, v.simple_value) for step, v in values(folder / "hparams") if v.tag.startswith("vae/")}
+    final = {v.tag: (step, v.simple_value) for step, v in tb_values(folder / "hparams") if v.tag.startswith("vae/")}
     assert final == {"vae/loss": (9, 2.5), "vae/kl": (9, 1.0)}
 
 
@@ -89,7 +70,7 @@ def test_a_stages_own_hparams_are_not_logged_twice(tmp_path):
     hp = hparams_data(run.tb_dir / "mdnrnn" / "hparams")
     assert dict(hp["_hparams_/session_start_info"].session_start_info.hparams).keys() == {"mdnrnn.hidden"}
     assert [m.name.tag for m in hp["_hparams_/experiment"].experiment.metric_infos] == ["mdnrnn/nll"]
-    starts = [v for _, v in values(run.tb_dir / "mdnrnn" / "hparams") if v.tag == "_hparams_/session_start_info"]
+    starts = [v for _, v in tb_values(run.tb_dir / "mdnrnn" / "hparams") if v.tag == "_hparams_/session_start_info"]
     assert len(starts) == 1
 
 

@@ -212,9 +212,9 @@ def test_a_real_evaluation_over_worker_processes_draws_its_gif_in_a_worker(tmp_p
     CPU); the GIF shows the episode the evaluation scored, frame for frame."""
     from PIL import Image
 
-    from tests.test_evaluate import _tiny_run
+    from tests.helpers import evaluate_run
 
-    _, run = _tiny_run(tmp_path)
+    _, run = evaluate_run(tmp_path)
     code = f"""
 import sys
 import wm.core.procpool as pp
@@ -258,9 +258,9 @@ def test_dream_evaluation_then_gif_in_one_process(tmp_path, repo_root):
     sets TF up and starts it), then the GIF writer (a later setup in the same process), through the CLI. The dream
     samples M's mixture with plain TF ops, so its process never imports TFP (≈ 1.2 s of CPU a process). A real
     evaluation follows, and none of their graphs was traced through AutoGraph (≈ 0.8 s of CPU per evaluator built)."""
-    from tests.test_evaluate import _tiny_run
+    from tests.helpers import evaluate_run
 
-    _, run = _tiny_run(tmp_path)
+    _, run = evaluate_run(tmp_path)
     code = f"""
 import sys
 from wm.cli import main

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from pilot import wait_until
+from pilot import FAKE, FIXTURES, app_for, cells, make_run, rounds_cfg, screen, wait_until
 from wm.tui.app import WMApp
 from wm.tui.model import MetricsTail, Series, find_runs, read_rounds, run_labels
 from wm.tui.process import MAX_RANKS, build_command, default_ranks, pipeline_command
@@ -27,6 +27,7 @@ from wm.tui.screens.run import RunScreen
 from wm.tui.screens.tools import ToolsScreen
 from wm.tui.widgets.plot import LinePlot, braille
 
+from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.atomic import atomic_write_json
 from wm.core.launcher import Launcher, add_launcher_args, from_args
@@ -35,52 +36,13 @@ from wm.rounds.iterate import PassCheck
 from wm.rounds.record import write_rounds
 from wm.tools import status
 
-FIXTURES = Path(__file__).parent / "fixtures"
-FAKE = [sys.executable, str(FIXTURES / "fake_stage.py")]
 SIZE = (80, 24)
-
-
-def make_run(tmp_path: Path) -> RunDir:
-    """collect done (3 episodes), train-vae resumable (a checkpoint and 2 metrics records), the rest not started."""
-    run = RunDir(tmp_path / "runs" / "demo")
-    run.path.mkdir(parents=True)
-    run.config_path.write_text(C.load(["doom_takecover", "tiny"]).to_yaml())
-    eps = run.stage_dir("collect")
-    eps.mkdir()
-    for i in range(3):
-        (eps / f"ep_{i:06d}.npz").write_bytes(b"")  # the ep_NNNNNN.npz names collect writes
-    run.mark_done("collect", {"episodes": 3})
-    run.log_path("collect").parent.mkdir()
-    run.log_path("collect").write_text(
-        "2025-01-01 00:00:00 INFO collected episode 0\n2025-01-01 00:00:01 INFO collect finished\n"
-    )
-    run.stage_dir("train-vae").mkdir()
-    (run.stage_dir("train-vae") / "ckpt.weights.h5").write_bytes(b"x")
-    run.metrics_path("train-vae").parent.mkdir()
-    with open(run.metrics_path("train-vae"), "w") as f:
-        for step, loss in ((10, 50.0), (20, 40.0)):
-            f.write(json.dumps({"step": step, "time": 0.0, "vae/loss": loss, "vae/frames_per_s": 300.0}) + "\n")
-    return run
 
 
 # A fake stage that runs until it is stopped: a line (and a metrics record) every 0.25 s. Each line redraws the log
 # and the plots, so at 20 lines a second the app under the pilot took most of a core (these four tests: 28.5 s of CPU
 # in 40 s, 15–19 s in 21–26 s at this pace).
 RUNS_ON = {"lines": "100000", "delay": "0.25"}
-
-
-def app_for(run: RunDir, **kw) -> WMApp:
-    env = dict(os.environ, FAKE_LINES=kw.pop("lines", "5"), FAKE_DELAY=kw.pop("delay", "0.05"), **kw.pop("env", {}))
-    return WMApp(run.path, python=FAKE, poll_interval=0.1, env=env, **kw)
-
-
-def screen(app: WMApp) -> RunScreen:
-    assert isinstance(app.screen, RunScreen), app.screen
-    return app.screen
-
-
-def cells(app: WMApp, verb: str) -> list[str]:
-    return [str(c) for c in screen(app).query_one("#stages").get_row(verb)]
 
 
 def screen_lines(app: WMApp) -> list[str]:
@@ -622,10 +584,6 @@ def test_stop_never_signals_the_pid_of_another_hosts_job(tmp_path, monkeypatch):
     assert sent == [] and notes == [f"encode runs on node17 (pid {os.getpid()}): stop it there"]
 
 
-def rounds_cfg():
-    return C.update(C.load(["doom_takecover", "tiny"]), {"iterate.check_episodes": 3, "iterate.final_check": 2}, source="t")
-
-
 def test_rounds_view_follows_rounds_json(tmp_path):
     """The Rounds pane (R): for a run without rounds its single pass and why; then each pass's dream and real check side
     by side, the final check, "exploits the dream", the result marked, the random check and why the rounds stopped;
@@ -724,7 +682,7 @@ def test_pipeline_launch_form_runs_streams_and_stops(tmp_path):
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
             form = app.screen
             assert form.verb == "pipeline"
-            assert form.query_one("#ranks").value == str(default_ranks(C.load(["doom_takecover", "tiny"])))
+            assert form.query_one("#ranks").value == str(default_ranks(tiny_cfg()))
             form.query_one("#ranks").value = "3"
             form.query_one("#sets").value = "vae.epochs=1"
             form.query_one("#demo").value = True
@@ -788,7 +746,7 @@ def test_pipeline_command_argv():
         add_launcher_args(p)
         flags = pipeline_command("r", mpi=2, python=["py"], launcher=launcher)[6:]  # from --mpi on
         assert from_args(p.parse_args(flags), environ={}) == launcher, flags
-    tiny = C.load(["doom_takecover", "tiny"])  # es.popsize 8: at most 8 players and the dispatcher
+    tiny = tiny_cfg()  # es.popsize 8: at most 8 players and the dispatcher
     assert [default_ranks(tiny, cores=n) for n in (1, 2, 4, 16)] == [1, 3, 5, 9]
     assert default_ranks(None, cores=500) == MAX_RANKS
     # a ranked stage's form: no more players than there is work at once (tiny: 8 candidates, 4 evaluation episodes)
@@ -837,7 +795,7 @@ def test_evaluate_form_launches_its_variants_over_ranks(tmp_path):
             await pilot.press("l")
             await wait_until(pilot, lambda: isinstance(app.screen, LaunchScreen))
             form = app.screen
-            tiny = C.load(["doom_takecover", "tiny"])
+            tiny = tiny_cfg()
             assert form.query_one("#ranks").value == str(default_ranks(tiny, verb="evaluate"))
             form.query_one("#ranks").value = "3"
             form.query_one("#mode").value = "--random"

@@ -6,7 +6,7 @@ test's diff (snapshot_report.html) and accept it with `pytest tests/test_tui_sna
 What would vary from machine to machine or run to run is pinned: the run is opened by a relative path from a
 chdir to tmp_path (no tmp path on screen), stage commands show a plain `python` (not this venv's interpreter), the
 pipeline form's default --mpi is computed for 4 cores, and the form's input cursors do not blink. The rest of what
-they show comes from the fixture run of tests/test_tui.py (make_run), whose files carry fixed timestamps.
+they show comes from the fixture run of tests/pilot.py (make_run), whose files carry fixed timestamps.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import pytest_textual_snapshot
-from pilot import wait_until
-from test_tui import app_for, cells, make_run, rounds_cfg, screen
+from pilot import app_for, cells, make_run, rounds_cfg, screen, wait_until
 from textual.widgets import Input
 from wm.tui.process import default_ranks
 from wm.tui.screens import run_actions as run_screen
@@ -68,7 +67,7 @@ def finish(run: RunDir) -> None:
 
 
 def snap_app(run: RunDir):
-    """The app of tests/test_tui.py on `run`, its stage commands shown as `python -m wm ...`."""
+    """The app of tests/pilot.py (app_for) on `run`, its stage commands shown as `python -m wm ...`."""
     app = app_for(run)
     app.python = ["python"]
     return app

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.atomic import atomic_write_json
 from wm.core.rundir import RunDir
@@ -43,7 +44,7 @@ def _pass(path: Path, cfg: C.Config, frames: int, written: int, episodes: int, v
 
 
 def test_a_pass_s_work_is_read_from_its_files_unit_by_unit(tmp_path):
-    cfg = C.load(["doom_takecover", "tiny"], [])
+    cfg = tiny_cfg()
     es, m = cfg.es, cfg.mdnrnn
     first = _pass(tmp_path / "r", cfg, frames=1000, written=5, episodes=5, vae_linked=False)
     atomic_write_json(first.eval_summary("check-random"), {"mode": "real", "len_mean": 40.0, "episodes": 10})
@@ -96,4 +97,4 @@ def test_the_doom_small_preset_counts_work_minutes_at_the_reference_machine_s_pr
         "dream_step": 1.34e-05,
         "real_step": 0.00106,
     }
-    assert C.load(["doom_takecover", "tiny"], []).iterate.clock == "wall"
+    assert tiny_cfg().iterate.clock == "wall"

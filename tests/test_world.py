@@ -14,16 +14,13 @@ import sys
 import numpy as np
 import pytest
 
+from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.atomic import atomic_savez
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 from wm.rollouts.world import load_world
-
-
-def _cfg() -> C.Config:
-    return C.load(["doom_takecover", "tiny"], [])
 
 
 def _n(cfg: C.Config) -> int:
@@ -39,7 +36,7 @@ def _one_line(e: pytest.ExceptionInfo) -> str:
 
 
 def test_load_world_refuses_missing_parts_in_one_line(tmp_path):
-    cfg, run = _cfg(), RunDir(tmp_path / "r")
+    cfg, run = tiny_cfg(), RunDir(tmp_path / "r")
     world = load_world(cfg, run)  # C alone is always built
     assert world.controller.n_params == _n(cfg) and world.vae is world.mdnrnn is world.params is None
     for need, name in (
@@ -56,7 +53,7 @@ def test_load_world_refuses_missing_parts_in_one_line(tmp_path):
 
 
 def test_load_world_refuses_wrong_sizes_and_non_finite_values(tmp_path):
-    cfg, run = _cfg(), RunDir(tmp_path / "r")
+    cfg, run = tiny_cfg(), RunDir(tmp_path / "r")
     n, z = _n(cfg), int(cfg.vae.z_dim)
     atomic_savez(run.params("best"), params=np.zeros(n + 1))
     with pytest.raises(WMError) as e:
@@ -94,7 +91,7 @@ def test_serial_and_process_pools_give_identical_results(tmp_path):
 
     from wm.core.procpool import ProcessPool
 
-    cfg = _cfg()
+    cfg = tiny_cfg()
     spec = EvalSpec("toy", cfg.to_dict(), str(tmp_path))
     tasks = _toy_tasks(cfg)
     with SerialPool(init_worker, (spec,)) as pool:
@@ -106,6 +103,7 @@ def test_serial_and_process_pools_give_identical_results(tmp_path):
     assert serial[2] == procs[2] == 0 and np.isfinite(serial[0]).all()
 
 
+# The script imports this module by name for `_toy_tasks`, so that rank 0 maps the very tasks the serial pool played.
 _MPI_SCRIPT = """
 import json, sys
 import numpy as np
@@ -129,7 +127,7 @@ print(json.dumps([r.tolist(), ln.tolist(), lost]))
 def test_mpi_pool_gives_the_serial_results(tmp_path, repo_root):
     from wm.mpi.pool import SerialPool
 
-    cfg = _cfg()
+    cfg = tiny_cfg()
     with SerialPool(init_worker, (EvalSpec("toy", cfg.to_dict(), "."),)) as pool:
         r, ln, _ = gather(pool.map(evaluate_task, _toy_tasks(cfg)), 7, 3)
     script = tmp_path / "mpi_pool.py"
