@@ -19,7 +19,7 @@ black bottom bar with the speed, ABS, steering and gyro bars, and the score.
 
 The world (field, grass, tiles, kerbs) is drawn in one of two ways. During the zoom, as polygons: vertices are
 transformed with NumPy in one go and only polygons that reach the visible frame are drawn. After it, the zoom is
-fixed and the world is a texture (`WorldTexture`): drawn once per track, at reset, as palette indices at 6 texels
+fixed and the world is a texture (`WorldTexture`): drawn once per track, at reset, as palette indices at 4 texels
 per world unit over the track's surroundings, and sampled at the supersampled pixels' centres through the camera
 (NumPy index gathering, one pass, instead of ≈ 25 polygons and their NumPy set-up); a tile that the car recolours
 is drawn again in it, and a view beyond the texture falls back to polygons. The car's few polygons are computed in
@@ -54,7 +54,7 @@ from gymnasium.envs.box2d.car_racing import (  # noqa: E402
 from pygame import gfxdraw  # noqa: E402
 
 SS = 2  # supersampling after the first second: the scene is drawn at (96·SS)² and box-averaged to 96×96
-DENSITY = 6.0  # texels per world unit of the world texture used after the zoom (≈ 2 per supersampled pixel across)
+DENSITY = 4.0  # texels per world unit of the world texture used after the zoom (≈ 1.3 per supersampled pixel across)
 SS_ZOOM = 8  # during the first second's zoom the scene is tiny (the whole track in view): sample it finer
 KX = STATE_W / WINDOW_W  # window → state pixels, x (0.096)
 KY = STATE_H / WINDOW_H  # window → state pixels, y (0.12)
@@ -393,17 +393,16 @@ class WorldTexture:
                 return False
         bufs = self.bufs.get((rows, cols))
         if bufs is None:  # preallocated: a fresh array of this size would come from the OS, page by page, each call
-            f, n = np.empty((rows, cols), np.float32), np.empty((rows, cols), np.intp)  # intp: take's own index type
-            bufs = self.bufs[(rows, cols)] = (np.arange(rows), np.arange(cols), f, f.copy(), n, n.copy())
-        i, j, U, V, Ui, Vi = bufs
-        np.add((u0 + uY * i)[:, None], uX * j, out=U)
-        np.add((v0 + vY * i)[:, None], vX * j, out=V)
-        np.copyto(Ui, U, casting="unsafe")  # truncation = floor: both are ≥ 1
-        np.copyto(Vi, V, casting="unsafe")
-        np.multiply(Vi, self.w, out=Vi)
-        np.add(Vi, Ui, out=Vi)
-        np.copyto(Ui, self.flat.take(Vi, mode="clip"))  # palette indices, as intp for the next take
-        self.lut.take(Ui, out=out, mode="clip")
+            n = np.empty((rows, cols), np.intp)  # take's own index type
+            bufs = self.bufs[(rows, cols)] = (np.arange(rows), np.arange(cols), n, n.copy())
+        i, j, U, V = bufs
+        # texel (⌊u⌋, ⌊v⌋) of each pixel: the float sums truncate into integers (= floor: u, v ≥ 1), row-major index
+        np.add((v0 + vY * i)[:, None], vX * j, out=V, casting="unsafe")
+        np.add((u0 + uY * i)[:, None], uX * j, out=U, casting="unsafe")
+        V *= self.w
+        V += U
+        np.copyto(U, self.flat.take(V, mode="clip"))  # palette indices, as intp for the next take
+        self.lut.take(U, out=out, mode="clip")
         return True
 
 
