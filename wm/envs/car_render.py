@@ -213,8 +213,9 @@ class FastCarRacing(CarRacing):
         rx, ry = self._radius * math.hypot(ax, bx), self._radius * math.hypot(ay, by)
         idx = np.flatnonzero((X + rx >= 0) & (X - rx <= w) & (Y + ry >= 0) & (Y - ry <= h))
         rgb, fill = self._rgb, gfxdraw.filled_polygon
+        colors = [rgb[i] for i in idx.tolist()]
         for k, p in _pixels(_apply(self._verts[idx], cam), ix, self._edges[idx]):
-            fill(surf, p, rgb[idx[k]])
+            fill(surf, p, colors[k])
 
     def _draw_car(self, surf, ss: int, ix: float, zoom: float) -> None:
         """gymnasium's `Car.draw` without skid marks: wheels with the grey band of their rotation phase, then the hull."""
@@ -396,13 +397,16 @@ class WorldTexture:
             n = np.empty((rows, cols), np.intp)  # take's own index type
             bufs = self.bufs[(rows, cols)] = (np.arange(rows), np.arange(cols), n, n.copy())
         i, j, U, V = bufs
-        # texel (⌊u⌋, ⌊v⌋) of each pixel: the float sums truncate into integers (= floor: u, v ≥ 1), row-major index
-        np.add((v0 + vY * i)[:, None], vX * j, out=V, casting="unsafe")
-        np.add((u0 + uY * i)[:, None], uX * j, out=U, casting="unsafe")
+        # texel (⌊u⌋, ⌊v⌋) of each pixel in 16.16 fixed point (integer passes are the cheapest), row-major index
+        f = 65536.0
+        np.add(np.rint((v0 + vY * i) * f).astype(np.intp)[:, None], np.rint(vX * f * j).astype(np.intp), out=V)
+        np.add(np.rint((u0 + uY * i) * f).astype(np.intp)[:, None], np.rint(uX * f * j).astype(np.intp), out=U)
+        V >>= 16
+        U >>= 16
         V *= self.w
         V += U
-        np.copyto(U, self.flat.take(V, mode="clip"))  # palette indices, as intp for the next take
-        self.lut.take(U, out=out, mode="clip")
+        np.copyto(U, self.flat.take(V))  # palette indices, as intp for the next take (indices in range: no clipping)
+        self.lut.take(U, out=out, mode="wrap")
         return True
 
 
