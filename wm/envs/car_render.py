@@ -186,8 +186,8 @@ class FastCarRacing(CarRacing):
         ng, road, rgb = len(GRASS), self.road_poly, self._rgb
         changed = []
         for i in near:
-            color = road[i][1]
-            now = (int(color[0]), int(color[1]), int(color[2]))
+            r, g, b = road[i][1].tolist()
+            now = (int(r), int(g), int(b))
             if now != rgb[ng + i]:
                 rgb[ng + i] = now
                 changed.append(ng + i)
@@ -428,9 +428,9 @@ def _phase_band(phase: float) -> tuple[float, float] | None:
         return None
     c1, c2 = math.cos(phase), math.cos(phase + 1.2)
     if s1 > 0:
-        c1 = float(np.sign(c1))
+        c1 = float((c1 > 0) - (c1 < 0))  # np.sign, without NumPy's per-call cost
     if s2 > 0:
-        c2 = float(np.sign(c2))
+        c2 = float((c2 > 0) - (c2 < 0))
     return c1, c2
 
 
