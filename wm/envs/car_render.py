@@ -90,7 +90,8 @@ class FastCarRacing(CarRacing):
     """gymnasium's CarRacing with `state_pixels` drawn at `ss`× the state resolution (see the module docstring).
 
     Other render modes (`rgb_array`, `human`) fall through to gymnasium's renderer. `density` is the world
-    texture's texels per world unit (0: no texture, every frame drawn with polygons).
+    texture's texels per world unit at ss = SS, in proportion to ss otherwise (0: no texture, every frame drawn with
+    polygons).
     """
 
     def __init__(self, *args, ss: int = SS, ss_zoom: int = SS_ZOOM, density: float = DENSITY, **kwargs):
@@ -172,7 +173,7 @@ class FastCarRacing(CarRacing):
         self._polys_of = road
         self._world = None
         if self.density > 0:
-            self._world = WorldTexture(self, self.density, self._small)
+            self._world = WorldTexture(self, self.density * self.ss / SS, self._small)
 
     def _sync_colors(self) -> None:
         """Re-read the colours of the tiles the car may be touching; redraw the ones that changed in the texture."""
