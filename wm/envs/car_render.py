@@ -21,11 +21,13 @@ The world (field, grass, tiles, kerbs) is drawn in one of two ways. During the z
 transformed with NumPy in one go and only polygons that reach the visible frame are drawn. After it, the zoom is
 fixed and the world is a texture (`WorldTexture`): drawn once per track, at reset, as palette indices at 4 texels
 per world unit over the track's surroundings, and sampled at the supersampled pixels' centres through the camera
-(NumPy index gathering, one pass, instead of ≈ 25 polygons and their NumPy set-up); a tile that the car recolours
-is drawn again in it, and a view beyond the texture falls back to polygons. The car's few polygons are computed in
-plain Python. Two corrections make the small drawing match the big one: pygame's fill rule widens polygons by a
-pixel (`_pixels` takes it back, less gymnasium's own widening by a window pixel), and smoothscale's fixed point
-darkens flat areas by 2 levels (`SHRINK_LUT`). Measured against gymnasium on seeded trajectories:
+(NumPy index gathering in a few whole-array passes, instead of ≈ 25 polygons and their NumPy set-up); a tile
+that the car recolours is drawn again in it, and a view beyond the texture falls back to polygons. The car's few
+polygons are computed in plain Python.
+
+Two corrections make the small drawing match the big one: pygame's fill rule widens polygons by a pixel
+(`_pixels` takes it back, less gymnasium's own widening by a window pixel), and smoothscale's fixed point darkens
+flat areas by 2 levels (`SHRINK_LUT`). Measured against gymnasium on seeded trajectories:
 `python bench/car_render.py`.
 """
 
@@ -450,16 +452,15 @@ _NEXT = {n: np.r_[1:n, 0] for n in (4, 8)}  # vertex k → k + 1 (polygons here 
 _PREV = {n: np.r_[n - 1, 0 : n - 1] for n in (4, 8)}
 
 
-def _pixels(p: np.ndarray, ix, edges: np.ndarray | None = None) -> list[tuple[int, list]]:
+def _pixels(p: np.ndarray, ix: float, edges: np.ndarray | None = None) -> list[tuple[int, list]]:
     """Convex polygons (N, V, 2) in surface coordinates → [(n, integer vertices)] for pygame's polygon fills.
 
     pygame fills a pixel when its integer corner point lies in the polygon with integer vertices, both ends
     included, so every scanline comes out one pixel too wide on average. Moving each edge inward by ix·|n_x| (n its
     unit normal: the Minkowski difference with the segment [−ix, ix] × {0}) shortens every scanline by 2·ix; ix = 1/2
-    makes it a centre-sampled fill, and a little less keeps gymnasium's own widening by one window pixel. `ix` is
-    a number or one per polygon, (N, 1). `edges` (N, V) scales it per edge (edge k runs from vertex k to k+1): 0 for
-    the seams between road tiles, which stay put, or the background would show through the gap. Polygons that this
-    turns inside out are dropped.
+    makes it a centre-sampled fill, and a little less keeps gymnasium's own widening by one window pixel. `edges`
+    (N, V) of 0/1 says which edges move (edge k runs from vertex k to k+1): seams between road tiles stay put, or
+    the background would show through the gap. Polygons that this turns inside out are dropped.
     """
     n_v = p.shape[1]
     nxt, prv = _NEXT[n_v], _PREV[n_v]
