@@ -24,8 +24,8 @@ Per-core figures: `steps_per_s` = steps / wall seconds / processes, `cpu_steps_p
 stepping process (robust to other work sharing the cores; the figure to compare on a loaded machine). `aims`
 checks the targets: agent ≥ 0.85× raw with `official`; `fast` agent ≥ 4× the `official` raw rate (CPU, 1 worker,
 with `--envs` envs and with each of `--more-envs`).
-The episode cap (`--steps`) matters for `fast`: its first 50 steps (the camera's zoom) draw at 8× and cost ≈ 2.5×
-a later step, so short episodes understate it; `official` hardly depends on the cap.
+The episode cap (`--steps`) matters for `fast`: its first 50 steps (the camera's zoom) draw polygons at 8× then 4×
+and cost ≈ 2.5–3.5× a later step, so short episodes understate it; `official` hardly depends on the cap.
 """
 
 from __future__ import annotations

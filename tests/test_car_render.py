@@ -126,3 +126,32 @@ def test_scores_use_the_official_renderer(monkeypatch):
     monkeypatch.setattr(engine, "evaluate_seeds", lambda spec, *a, **k: seen.append(spec.cfg["env"]["renderer"]))
     play(cfg, RunDir("unused"), "real", None, [1, 2])
     assert seen == ["official"]
+
+
+def test_texture_frames_show_the_tiles_the_car_recolours():
+    """After the zoom the world is sampled from a texture drawn at reset; the tiles that FrictionDetector recolours
+    as the car drives over them must be drawn again in it. Visited tiles turn magenta here (the road colour they take)
+    so that it shows; the same state drawn with polygons is the reference."""
+    import gymnasium as gym
+
+    from wm.envs.car_render import FastCarRacing
+
+    env = FastCarRacing(**gym.spec("CarRacing-v3").kwargs)
+    try:
+        env.reset(seed=4)
+        env.road_color = np.array([230.0, 0.0, 230.0])
+        for _ in range(80):
+            env.step(np.array([0.0, 0.4, 0.0]))
+        assert env.t > 1 and env.tile_visited_count > 5
+        texture = env._render("state_pixels")
+        env._world = None  # the polygon path
+        polygons = env._render("state_pixels")
+    finally:
+        env.close()
+
+    def magenta(frame):
+        return int(((frame[..., 0] > 150) & (frame[..., 1] < 80) & (frame[..., 2] > 150)).sum())
+
+    assert magenta(polygons) > 100
+    assert abs(magenta(texture) - magenta(polygons)) < 0.1 * magenta(polygons)
+    assert np.abs(texture.astype(np.int16) - polygons).mean() < 0.5

@@ -7,8 +7,9 @@ directly built `CarRacingWrapper`) and no order checks, so collection can keep s
 
 `cfg.env.renderer` picks who draws the 96×96 `state_pixels`: `official` (gymnasium) or `fast`
 (`wm.envs.car_render.FastCarRacing`, a subclass of gymnasium's class with the same physics and seeding that draws
-straight at 2× the state resolution: ≈ 7× the steps/s, frames within half a grey level after preprocessing on
-average). A training-time option: scores are measured with `official`.
+straight at 2× the state resolution, after the first second from a per-track texture of the world: ≈ 8× the
+steps/s, frames within half a grey level after preprocessing on average). A training-time option: scores are
+measured with `official`.
 """
 
 from __future__ import annotations
