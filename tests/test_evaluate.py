@@ -29,7 +29,9 @@ def test_seed_list_summary_and_formatting():
     s = EV.summarize(r, np.array([141, 2100, 831, 500]))
     assert s["std"] == pytest.approx(math.sqrt(((r - r.mean()) ** 2).mean()))  # np.std, ddof 0 (§9)
     assert (s["episodes"], s["min"], s["median"], s["max"]) == (4, 141.0, 665.5, 2100.0)
-    assert EV.format_summary(s).startswith(f"{r.mean():.1f} ± ")
+    assert EV.format_summary(s).startswith(f"{r.mean():.1f} ± ") and " over 4 episodes (min 141," in EV.format_summary(s)
+    one = EV.summarize(r[:1], np.array([141]))
+    assert EV.format_summary(one) == "141.0 ± 0.0 over 1 episode (min 141, median 141.0, max 141)"
     assert kind_of(True, True) == "random-dream" and kind_of(False, False) == "real" and kind_of(False, True) == "random"
     assert not E.side_run(E.Options()) and E.side_run(E.Options(random=True)) and E.side_run(E.Options(tag="x"))
 

@@ -36,3 +36,8 @@ def duration(s: float | None) -> str:
         return "—"
     s = int(round(max(0.0, s)))
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def count(n: Any, word: str) -> str:
+    """`1 episode`, `100 episodes`: a count with its noun (an `s` added unless the count is 1)."""
+    return f"{n} {word}" if str(n) == "1" else f"{n} {word}s"

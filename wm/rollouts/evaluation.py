@@ -21,7 +21,7 @@ import numpy as np
 from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.format import duration
+from wm.core.format import count, duration
 from wm.core.rundir import RunDir
 from wm.core.seeds import evaluation_seeds
 from wm.rollouts.episodes import scoring_config
@@ -56,7 +56,7 @@ def summarize(returns: np.ndarray, lengths: np.ndarray) -> dict[str, Any]:
 def format_summary(s: dict[str, Any]) -> str:
     """`412.3 ± 208.1 over 100 episodes (min 98, median 371, max 2100)`."""
     return (
-        f"{s['mean']:.1f} ± {s['std']:.1f} over {s['episodes']} episodes "
+        f"{s['mean']:.1f} ± {s['std']:.1f} over {count(s['episodes'], 'episode')} "
         f"(min {s['min']:.0f}, median {s['median']:.1f}, max {s['max']:.0f})"
     )
 

@@ -18,6 +18,7 @@ from typing import Any
 from wm.core.bounded import read_json_or
 from wm.core.copying import copy_tree
 from wm.core.errors import WMError
+from wm.core.format import count
 from wm.core.rundir import RunDir
 
 AGENTS_DIR = Path(__file__).resolve().parent.parent / "agents"
@@ -55,7 +56,7 @@ def describe(path: Path) -> str:
     cfg = RunDir(path).load_config() or Config({})
     env = cfg["env.name"] if "env" in cfg else "?"
     s = score_as_shipped(path)
-    score = f"{s['mean']:.1f} ± {s['std']:.1f} over {s['episodes']} episodes" if s else "no score recorded"
+    score = f"{s['mean']:.1f} ± {s['std']:.1f} over {count(s['episodes'], 'episode')}" if s else "no score recorded"
     rnd = info.get("random") if isinstance(info, dict) else None
     random = f" (random {rnd['mean']:.1f} on the same seeds)" if isinstance(rnd, dict) and "mean" in rnd else ""
     return f"{env}, {info.get('pass', '?')} of {info.get('source', '?')}: {score}{random}"

@@ -35,6 +35,7 @@ from wm.core.commands import missing_run
 from wm.core.config import Config
 from wm.core.config import update as config_update
 from wm.core.errors import WMError
+from wm.core.format import count
 from wm.core.rundir import RunDir
 
 AGENT_FILE = "agent.json"
@@ -231,6 +232,8 @@ def main(args: argparse.Namespace) -> int:
     info = export(src, Path(args.out), args.params, args.note, args.force)
     sizes = sum(p.stat().st_size for p in Path(args.out).rglob("*") if p.is_file())
     real = info["real"]
-    got = f"{real['mean']:.1f} ± {real['std']:.1f} over {real['episodes']} episodes" if real else "no real score recorded"
+    got = "no real score recorded"
+    if real:
+        got = f"{real['mean']:.1f} ± {real['std']:.1f} over {count(real['episodes'], 'episode')}"
     print(f"exported {info['pass']} of {src.path} to {args.out} ({sizes / 1e6:.1f} MB; {got})")
     return 0

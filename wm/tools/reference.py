@@ -21,6 +21,7 @@ from wm.core.atomic import atomic_write_json
 from wm.core.bounded import read_json_or, read_jsonl
 from wm.core.config import Config, flatten
 from wm.core.errors import WMError
+from wm.core.format import count
 from wm.core.rundir import RunDir
 
 REFERENCE_DIR = Path(__file__).resolve().parent.parent / "references"
@@ -140,9 +141,8 @@ def _standing(run: RunDir, cfg: Config | None) -> tuple[dict[str, Any] | None, l
     s = read_json_or(run.eval_summary())
     scores = [float(r["score"]) for r in ref["runs"] if r.get("score") is not None]
     if isinstance(s, dict) and "mean" in s and scores:
-        lines.append(
-            f"score {float(s['mean']):.1f} over {s.get('episodes', '?')} episodes: {_verdict(float(s['mean']), scores, False)}"
-        )
+        mean = float(s["mean"])
+        lines.append(f"score {mean:.1f} over {count(s.get('episodes', '?'), 'episode')}: {_verdict(mean, scores, False)}")
     return ref, lines
 
 
