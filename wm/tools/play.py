@@ -263,7 +263,7 @@ def serve(session: PlaySession, stdin=None, stdout=None) -> int:
         stdout.write(json.dumps(obj) + "\n")
         stdout.flush()
 
-    keys = session.world.setup.family.keys  # none for an env only C can drive (--agent)
+    keys = family_of(session.env_name).keys  # none for an env only C can drive (--agent)
     send({"ready": True, "env": session.env_name, "mode": "real" if session.real else "dream", "keys": list(keys)})
     for line in stdin:
         if not line.strip():
