@@ -119,17 +119,10 @@ def line_figure(
     return fig
 
 
-def line_plot(
-    path: str | Path,
-    series: Series,
-    title: str = "",
-    xlabel: str = "",
-    ylabel: str = "",
-    size: tuple[int, int] = SIZE,
-    bands: Bands | None = None,
-) -> Path:
-    """Draw `series` with `line_figure` and write it atomically as a PNG at `path`."""
-    return save(line_figure(series, title=title, xlabel=xlabel, ylabel=ylabel, size=size, bands=bands), path)
+def line_plot(path: str | Path, series: Series, **kw: Any) -> Path:
+    """Draw `series` with `line_figure` (its keyword arguments: title, xlabel, ylabel, size, bands) and write it
+    atomically as a PNG at `path`."""
+    return save(line_figure(series, **kw), path)
 
 
 # ---------------------------------------------------------------- iterative training
