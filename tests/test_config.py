@@ -140,6 +140,10 @@ def test_retired_key_at_its_default_is_dropped_and_any_other_value_refused(tmp_p
     assert "critics" not in cfg.dream
     with pytest.raises(WMError, match=rf"'{key}'.*retired lever.*{RETIRED_AT}"):
         C.update(C.defaults(), {"dream": {"critics": ["../other"]}}, source="config.yaml")
+    # a lever retired later names its own last commit
+    assert C.update(C.defaults(), {"es": {"common_seeds": False}}, source="config.yaml").es.popsize == 64
+    with pytest.raises(WMError, match=r"'es.common_seeds'.*retired lever.*1a17aa4"):
+        C.update(C.defaults(), {"es": {"common_seeds": True}}, source="config.yaml")
     # a retired key is never in the defaults (else the table lies)
     flat = C.flatten(C.defaults().to_dict())
     assert not [k for k in RETIRED if k in flat]

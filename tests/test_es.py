@@ -48,30 +48,6 @@ def test_antithetic_seed_layout():
     assert len(set(plain.tolist())) == 8
 
 
-def test_common_seeds_give_every_member_the_first_members_episodes(tmp_path, monkeypatch):
-    """es.common_seeds: the members of a generation play the same episode seeds, new ones each generation, drawn
-    as the default run draws its first member's (so the optimiser's stream is the same either way)."""
-    from wm.rollouts import engine
-
-    played: dict[str, list[np.ndarray]] = {"plain": [], "common": []}
-    real = engine.make_tasks
-    for name, common in (("plain", "false"), ("common", "true")):
-
-        def spy(params, seeds, *a, _n=name):
-            if np.shape(seeds) == (8, 2):  # a generation's tasks (es.chunk 8: one task), not the mean's checks
-                played[_n].append(np.array(seeds))
-            return real(params, seeds, *a)
-
-        monkeypatch.setattr(engine, "make_tasks", spy)
-        sets = {"es.common_seeds": common, "es.generations": 3, "es.popsize": 8, "es.trials": 2, "es.chunk": 8}
-        stage(toy_cfg(**sets), tmp_path / name)
-    assert len(played["common"]) == len(played["plain"]) == 3
-    for plain, common in zip(played["plain"], played["common"], strict=True):
-        assert len(set(plain[:, 0].tolist())) > 1  # the default: members differ (antithetic pairs aside)
-        assert (common == plain[0]).all()
-    assert len({tuple(c[0]) for c in played["common"]}) == 3  # new episodes each generation
-
-
 def test_state_round_trip_continues_identically(tmp_path):
     es = CMAES(6, popsize=8, sigma0=0.3, seed=7)
     for _ in range(3):

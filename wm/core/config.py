@@ -55,7 +55,10 @@ RETIRED: dict[str, Any] = {
     "iterate.unlearned_minutes": 0,
     "iterate.redraws": 0,
     "iterate.redraw_of": "",
+    "es.common_seeds": False,
 }
+# levers retired after RETIRED_AT, each with the last commit that has it
+RETIRED_LATER_AT: dict[str, str] = {"es.common_seeds": "1a17aa4"}
 
 # Keys that left for a reason other than a measurement: a stored config at the old default is read as before, any
 # other value is refused with the reason.
@@ -347,7 +350,7 @@ def update(cfg: Config, overrides: Mapping[str, Any], source: str = "override") 
                 continue  # an older run's config at the retired lever's default: nothing it did is lost
             raise WMError(
                 f"config key {key!r} in {source} is a retired lever (measured no better, docs/lab/levers.md): "
-                f"{value!r} needs the code of commit {RETIRED_AT}"
+                f"{value!r} needs the code of commit {RETIRED_LATER_AT.get(key, RETIRED_AT)}"
             )
         if key not in flat:
             raise WMError(f"unknown config key {key!r} in {source}{_nearest(key, list(flat))}")

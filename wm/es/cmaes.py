@@ -71,14 +71,6 @@ def episode_seeds(seeds: np.ndarray, trials: int) -> np.ndarray:
     return np.stack([np.random.default_rng(int(s)).integers(TRAINING_FLOOR, SEED_HIGH, trials, dtype=np.int64) for s in seeds])
 
 
-def generation_seeds(seeds: np.ndarray, common: bool) -> np.ndarray:
-    """The episode seeds a generation plays: `seeds` (popsize, trials) as the optimiser drew them, or with `common`
-    (`es.common_seeds`) its first row for every member, so all members face the same episodes. The optimiser's
-    draws are the same either way: a run resumes identically and the key changes nothing else."""
-    seeds = np.asarray(seeds)
-    return np.repeat(seeds[:1], len(seeds), axis=0) if common else seeds
-
-
 class _Randn:
     """A `randn(*shape)` for pycma's `randn` option, drawing from its own generator.
 

@@ -341,7 +341,6 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
     """One generation: ask, play, tell, the mean's check when due, the record, a new draw when one ends, the
     checkpoint; returns the record."""
     from wm.es.budget import Curriculum, fitness_budget
-    from wm.es.cmaes import generation_seeds
     from wm.rollouts.engine import evaluate_task, gather, make_tasks
 
     cfg, es_cfg, st, es = t.cfg, t.cfg.es, t.st, t.es
@@ -349,8 +348,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
     t0 = time.time()
     params = es.ask()
     budget = fitness_budget(cfg, t.curriculum)
-    seeds = generation_seeds(es.seeds(K), bool(es_cfg.common_seeds))
-    results = pool.map(evaluate_task, make_tasks(params, seeds, chunk, budget))
+    results = pool.map(evaluate_task, make_tasks(params, es.seeds(K), chunk, budget))
     returns, lengths, lost = gather(results, P, K)
     fitness = returns.mean(axis=1)
     es.tell(fitness)
