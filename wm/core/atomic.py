@@ -109,11 +109,3 @@ def atomic_save(path: str | os.PathLike[str], save: Callable[[Path], Any]) -> No
     """Call `save(tmp_path)` (e.g. `model.save_weights`) and rename the result onto `path`."""
     with atomic_path(path) as tmp:
         save(tmp)
-
-
-def same_file(a: Path, b: Path) -> bool:
-    """The same bytes: a hard link (rounds link their V) without reading, else compared in full; False when b is
-    missing."""
-    import filecmp
-
-    return b.exists() and (a.samefile(b) or filecmp.cmp(a, b, shallow=False))
