@@ -168,6 +168,15 @@ def test_tiny_pipeline_killed_and_resumed(tmp_path, repo_root):
     assert "the table is already written" in again.stdout  # and not played again
     assert (run.path / "eval" / "temperature_sweep.json").stat().st_mtime_ns == written
 
+    # bench/walks.py traces a walk through the code on a copy of the finished run (docs/architecture.md)
+    cmd = [sys.executable, "bench/walks.py", "--run", str(run.path), "--walks", "world", "--names"]
+    walks = subprocess.run(cmd, cwd=repo_root, capture_output=True, text=True, timeout=600)
+    assert walks.returncode == 0, walks.stderr[-2000:]
+    world = json.loads(walks.stdout)["world"]
+    assert {"wm/rollouts/world.py:load_world", "wm/envs/setup.py:setup"} <= set(world["names"])
+    assert world["stops"] == len(world["names"]) and world["files"] < world["stops"]
+    assert not (run.path / "eval" / "walk").exists()
+
 
 def test_progress_line_extrapolates_from_where_this_command_started():
     from wm.core.progress import progress_line
