@@ -149,6 +149,44 @@ def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tm
     assert doc["result"]["name"] == "first pass"
 
 
+def test_a_passs_stages_read_the_pipelines_options_and_the_results_evaluation_never_forces(tmp_path, monkeypatch, capsys):
+    """`PassOptions` is what a pass's stages read of the pipeline's command line: `force` clears each DONE and runs
+    the stage again, `mpi` and `launcher` start the ranked ones (collect, train-controller, evaluate), `progress_every`
+    reaches the loop that prints the progress lines, `until` ends the pass. The result pass's evaluation
+    (`evaluate_result`) keeps the ranks and the launcher but not `force`: the result's trained stages are not redone."""
+    import sys
+
+    from wm.core.launcher import Launcher
+    from wm.core.registry import STAGES
+
+    started: list[tuple[str, str, float]] = []
+
+    def fake_stage(cmd, run_, cfg_, verb, tag, every, tick=None):
+        started.append((verb, cmd[0], every))
+        run_.mark_done(verb)
+        return 0
+
+    monkeypatch.setattr(runner, "run_stage", fake_stage)
+    run = RunDir(tmp_path / "r")
+    cfg = run.bind_config(_cfg(), None)
+    for s in STAGES:
+        run.mark_done(s.verb)
+    srun = Launcher.parse("srun", "--mpi=pmi2")
+    opts = PassOptions(force=True, mpi=3, launcher=srun, progress_every=7.0)
+    runner.run_stages(run, cfg, replace(opts, until="encode"), {})
+    exe = sys.executable
+    assert started == [("collect", "srun", 7.0), ("train-vae", exe, 7.0), ("encode", exe, 7.0)]
+    assert "[1/6] collect: running: srun --mpi=pmi2 -n 3 " in capsys.readouterr().out
+    started.clear()
+    runner.evaluate_result(run, opts, {})  # no rounds: the run itself is the result, every stage DONE
+    assert started == []
+    run.clear_done("evaluate")
+    runner.evaluate_result(run, opts, {})
+    assert started == [("evaluate", "srun", 7.0)]
+    out = capsys.readouterr().out
+    assert "[5/6] train-controller: done, skipped" in out and "[6/6] evaluate: running: srun --mpi=pmi2 -n 3 " in out
+
+
 def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episodes(tmp_path, monkeypatch):
     """`iterate.evaluate_passes: result`: the rounds' stages stop after C's training (the checks score them), and once
     the rounds stop the pass round control chose, and no other, runs its evaluate stage; `all` evaluates each pass as
