@@ -26,6 +26,7 @@ from wm.rounds.iterate import (
     result_index,
     stop_reason,
 )
+from wm.rounds.runner import PassOptions
 from wm.tools import pipeline
 
 
@@ -125,7 +126,7 @@ def _drive(
         monkeypatch.setattr(control, "run_stages", fake_stages)
         monkeypatch.setattr(runner, "run_stages", fake_stages)
     monkeypatch.setattr(RunDir, "load_config", lambda self: cfg)
-    rounds = control.run_rounds(run, cfg, argparse.Namespace(force=False), {}, t0=t0)
+    rounds = control.run_rounds(run, cfg, PassOptions(force=False), {}, t0=t0)
     return [r.path.name for r in rounds], explores, json.loads(run.rounds_path.read_text())
 
 
@@ -148,6 +149,44 @@ def test_rounds_stop_at_the_round_budget_and_the_first_pass_can_be_the_result(tm
     assert doc["result"]["name"] == "first pass"
 
 
+def test_a_passs_stages_read_the_pipelines_options_and_the_results_evaluation_never_forces(tmp_path, monkeypatch, capsys):
+    """`PassOptions` is what a pass's stages read of the pipeline's command line: `force` clears each DONE and runs
+    the stage again, `mpi` and `launcher` start the ranked ones (collect, train-controller, evaluate), `progress_every`
+    reaches the loop that prints the progress lines, `until` ends the pass. The result pass's evaluation
+    (`evaluate_result`) keeps the ranks and the launcher but not `force`: the result's trained stages are not redone."""
+    import sys
+
+    from wm.core.launcher import Launcher
+    from wm.core.registry import STAGES
+
+    started: list[tuple[str, str, float]] = []
+
+    def fake_stage(cmd, run_, cfg_, verb, tag, every, tick=None):
+        started.append((verb, cmd[0], every))
+        run_.mark_done(verb)
+        return 0
+
+    monkeypatch.setattr(runner, "run_stage", fake_stage)
+    run = RunDir(tmp_path / "r")
+    cfg = run.bind_config(_cfg(), None)
+    for s in STAGES:
+        run.mark_done(s.verb)
+    srun = Launcher.parse("srun", "--mpi=pmi2")
+    opts = PassOptions(force=True, mpi=3, launcher=srun, progress_every=7.0)
+    runner.run_stages(run, cfg, replace(opts, until="encode"), {})
+    exe = sys.executable
+    assert started == [("collect", "srun", 7.0), ("train-vae", exe, 7.0), ("encode", exe, 7.0)]
+    assert "[1/6] collect: running: srun --mpi=pmi2 -n 3 " in capsys.readouterr().out
+    started.clear()
+    runner.evaluate_result(run, opts, {})  # no rounds: the run itself is the result, every stage DONE
+    assert started == []
+    run.clear_done("evaluate")
+    runner.evaluate_result(run, opts, {})
+    assert started == [("evaluate", "srun", 7.0)]
+    out = capsys.readouterr().out
+    assert "[5/6] train-controller: done, skipped" in out and "[6/6] evaluate: running: srun --mpi=pmi2 -n 3 " in out
+
+
 def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episodes(tmp_path, monkeypatch):
     """`iterate.evaluate_passes: result`: the rounds' stages stop after C's training (the checks score them), and once
     the rounds stop the pass round control chose, and no other, runs its evaluate stage; `all` evaluates each pass as
@@ -165,9 +204,9 @@ def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episod
     seen.clear()
     cfg = _cfg("iterate.evaluate_passes=result")
     run = RunDir(tmp_path / "b" / "r")
-    runner.evaluate_result(run, argparse.Namespace(force=True, until=None), {})
+    runner.evaluate_result(run, PassOptions(force=True, until=None), {})
     assert seen == [("round2", None, False)]
-    assert runner.pass_last(cfg, argparse.Namespace(until="collect")) is None  # --until: the first pass, as asked
+    assert runner.pass_last(cfg, PassOptions(until="collect")) is None  # --until: the first pass, as asked
     with pytest.raises(WMError, match=r"'iterate.evaluate_passes' must be all \| result, got 'best'"):
         pipeline.main(_main_args(tmp_path / "c", "iterate.evaluate_passes=best"))
     with pytest.raises(WMError, match="evaluate_passes=result evaluates only the pass round control picks"):
@@ -178,7 +217,14 @@ def test_with_evaluate_passes_result_only_the_result_plays_the_evaluation_episod
 
 def _main_args(path: Path, *sets: str, demo: bool = False) -> argparse.Namespace:
     return argparse.Namespace(
-        run=str(path), configs=["doom_takecover", "tiny"], set=list(sets), until=None, force=False, demo=demo, mpi=0
+        run=str(path),
+        configs=["doom_takecover", "tiny"],
+        set=list(sets),
+        until=None,
+        force=False,
+        demo=demo,
+        mpi=0,
+        progress_every=30.0,
     )
 
 
@@ -517,7 +563,7 @@ def _gate_run(tmp_path, monkeypatch, means: dict[str, float], *sets: str):
         RunDir, "load_config", lambda self: pipeline.round_config(cfg, 1) if "round" in self.path.name else cfg
     )
     try:
-        control.run_rounds(run, cfg, argparse.Namespace(), {}, t0=0.0)
+        control.run_rounds(run, cfg, PassOptions(), {}, t0=0.0)
     except WMError as e:
         return ran, asked, str(e)
     return ran, asked, None
@@ -663,10 +709,7 @@ def test_the_demo_report_reads_the_stage_times_of_the_same_command(tmp_path, mon
     monkeypatch.setattr(pipeline, "run_rounds", fake_rounds)
     monkeypatch.setattr(pipeline, "_demo_table", lambda *a: None)
     monkeypatch.setattr(pipeline.subprocess, "run", fake_run)
-    args = argparse.Namespace(
-        run=str(run.path), configs=["doom_takecover", "tiny"], set=[], until=None, force=False, demo=True, mpi=0
-    )
-    assert pipeline.main(args) == 0
+    assert pipeline.main(_main_args(run.path, demo=True)) == 0
     rows = [line for line in seen["report"].splitlines() if line.startswith("| [round1]")]
     assert len(rows) == 1 and "| 1m15s |" in rows[0], rows
     # the run's report comes after every round's dream evaluation (its "dream (eval)" column reads them)
@@ -900,9 +943,9 @@ def test_round_controls_real_checks_run_over_the_pipelines_ranks_and_its_dream_c
         raise WMError("stop here")
 
     monkeypatch.setattr(control, "random_check", checks)
-    args = argparse.Namespace(force=False, mpi=3, mpi_launcher=Launcher.parse("srun", "--mpi=pmi2"))
+    opts = PassOptions(force=False, mpi=3, launcher=Launcher.parse("srun", "--mpi=pmi2"))
     with pytest.raises(WMError, match="stop here"):
-        control.run_rounds(where, _cfg(), args, {}, t0=0.0)
+        control.run_rounds(where, _cfg(), opts, {}, t0=0.0)
     control._evaluate(where, real)  # the block is left: one process again
     assert cmds == [
         ["srun", "--mpi=pmi2", "-n", "3", *plain, "--random", *real],
@@ -911,5 +954,5 @@ def test_round_controls_real_checks_run_over_the_pipelines_ranks_and_its_dream_c
     ]
     cmds.clear()
     with pytest.raises(WMError, match="stop here"):
-        control.run_rounds(where, _cfg(), argparse.Namespace(force=False, mpi=1), {}, t0=0.0)
+        control.run_rounds(where, _cfg(), PassOptions(force=False, mpi=1), {}, t0=0.0)
     assert cmds == [[*plain, "--random", *real], [*plain, "--dream", *real]]

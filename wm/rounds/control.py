@@ -3,7 +3,6 @@ rounds run while the checks say so, on the run's clock (`RunClock`), and the fin
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -37,7 +36,7 @@ from wm.rounds.iterate import (
     stop_reason,
 )
 from wm.rounds.record import round_checks, write_rounds
-from wm.rounds.runner import evaluate_result, pass_last, run_stages
+from wm.rounds.runner import PassOptions, evaluate_result, pass_last, run_stages
 from wm.rounds.workclock import WorkLedger
 
 
@@ -169,7 +168,7 @@ def _run_round(
     cfg: Config,
     k: int,
     explore: float | None,
-    args: argparse.Namespace,
+    opts: PassOptions,
     timings: dict[str, float],
     learned: bool = False,
     tick: Callable[[], None] | None = None,
@@ -180,7 +179,7 @@ def _run_round(
     ccfg = child.load_config()
     prev = previous_pass(run, k)
     gate = {"train-controller": lambda: dream_gate(run, prev, child, ccfg)}
-    run_stages(child, ccfg, args, timings, f"[round {k}] ", before=gate, tick=tick, last=pass_last(cfg, args))
+    run_stages(child, ccfg, opts, timings, f"[round {k}] ", before=gate, tick=tick, last=pass_last(cfg, opts))
     return child
 
 
@@ -266,21 +265,21 @@ class RunClock:
 def run_rounds(
     run: RunDir,
     cfg: Config,
-    args: argparse.Namespace,
+    opts: PassOptions,
     timings: dict[str, float],
     t0: float,
     clock: RunClock | None = None,
 ) -> list[RunDir]:
     """Iterative training after the first pass: `iterate.rounds` rounds, or round control (`iterate.check_episodes`),
     whose real checks run over the pipeline's `--mpi` ranks (`checks_over`)."""
-    with checks_over(int(getattr(args, "mpi", 1) or 1), getattr(args, "mpi_launcher", None)):
-        return _rounds(run, cfg, args, timings, t0, clock)
+    with checks_over(max(1, opts.mpi), opts.launcher):
+        return _rounds(run, cfg, opts, timings, t0, clock)
 
 
 def _rounds(
     run: RunDir,
     cfg: Config,
-    args: argparse.Namespace,
+    opts: PassOptions,
     timings: dict[str, float],
     t0: float,
     clock: RunClock | None,
@@ -292,10 +291,10 @@ def _rounds(
         rounds = [round_dir(run, k) for k in range(1, n + 1)]
         for k, child in enumerate(rounds, 1):
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
-            _run_round(run, cfg, k, None, args, timings)
+            _run_round(run, cfg, k, None, opts, timings)
         return rounds
     # A rerun resumes the run's time budget, not a fresh one (RunClock).
-    clock = clock or RunClock.of(run, cfg, t0, fresh=getattr(args, "force", False))
+    clock = clock or RunClock.of(run, cfg, t0, fresh=opts.force)
     at = clock.marks
     random = random_check(run, cfg)
     history: list[PassCheck] = [check_pass(run, cfg, "first pass")]
@@ -325,7 +324,7 @@ def _rounds(
             history,
             rounds,
             round_dir(run, k).path.name,
-            partial(_run_round, run, cfg, k, explore, args, timings, learned, clock.tick),
+            partial(_run_round, run, cfg, k, explore, opts, timings, learned, clock.tick),
         )
     print(f"[rounds] stopped: {reason}", flush=True)
     earlier = clock.spent_after([h.name for h in history])
@@ -334,8 +333,8 @@ def _rounds(
     best = history[result_index(history)]
     how = f"real check {best.real:.1f}" + ("" if best.final is None else f", final check {best.final:.1f}")
     print(f"[rounds] the run's result is {doc['result']['name']}'s C ({how}) — {run.rounds_path}", flush=True)
-    if pass_last(cfg, args):
-        evaluate_result(run, args, timings)
+    if pass_last(cfg, opts):
+        evaluate_result(run, opts, timings)
     return rounds
 
 

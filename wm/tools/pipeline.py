@@ -30,7 +30,7 @@ from wm.es.rules import check_fitness
 from wm.rounds.control import RunClock, run_rounds
 from wm.rounds.iterate import check_seeds, round_config
 from wm.rounds.record import result_pass
-from wm.rounds.runner import pass_last, run_stages
+from wm.rounds.runner import PassOptions, pass_last, run_stages
 from wm.rounds.workclock import rates as work_rates
 
 
@@ -80,16 +80,28 @@ def _demo_table(run: RunDir, rounds: list[RunDir] = ()) -> None:
         print(f"  gif:           {g}")
 
 
-def main(args: argparse.Namespace) -> int:
-    # parsed once, before anything touches the run dir; every ranked start (the first pass's, the rounds') uses it
+def pass_options(args: argparse.Namespace) -> PassOptions:
+    """What the command line asks of every pass's stages (`wm.rounds.runner.PassOptions`), read once: `--force`,
+    `--mpi`, the launcher (`--launcher`/`--launcher-args`, else `WM_LAUNCHER`), `--progress-every`, `--until`."""
     if args.mpi == 1 or args.mpi < 0:
         raise WMError(f"--mpi must be 0 (no MPI) or >= 2 (rank 0 dispatches, the others play), got {args.mpi}")
-    args.mpi_launcher = launcher_from_args(args)
+    return PassOptions(
+        force=bool(args.force),
+        mpi=int(args.mpi),
+        launcher=launcher_from_args(args),
+        progress_every=float(args.progress_every),
+        until=args.until,
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    # parsed once, before anything touches the run dir; every ranked start (the first pass's, the rounds') uses it
+    opts = pass_options(args)
     run = RunDir(args.run)
     if not args.configs:  # only --configs starts a run: a typo in --run must not start hours of work from the defaults
         existing_run(run)
     cfg = resolve_config(args)
-    if int(cfg.iterate.rounds) > 0 and not args.until:
+    if int(cfg.iterate.rounds) > 0 and not opts.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
         check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
     # round control with a target: what tells a pass that plays from one that does not (learned_set)
@@ -116,17 +128,17 @@ def main(args: argparse.Namespace) -> int:
         # its seeds overlap the evaluation's: one line now, not at the end
         check_seeds(cfg, int(cfg.iterate.final_check) + max(int(cfg.iterate.final_more), 0))
     cfg = run.bind_config(cfg, None)
-    if args.force and (old := round_dirs(run.path)):
+    if opts.force and (old := round_dirs(run.path)):
         raise WMError(
             f"--force would redo {run.path} under rounds built on its old models ({old[0].name}…); "
             f"move or delete {run.path}/round* first"
         )
     t0 = time.time()
     timings: dict[str, float] = {}
-    clock = RunClock.of(run, cfg, t0, fresh=args.force)
+    clock = RunClock.of(run, cfg, t0, fresh=opts.force)
     clock.enter("first pass")
-    run_stages(run, cfg, args, timings, tick=clock.tick, last=pass_last(cfg, args))
-    rounds = [] if args.until else run_rounds(run, cfg, args, timings, t0, clock)
+    run_stages(run, cfg, opts, timings, tick=clock.tick, last=pass_last(cfg, opts))
+    rounds = [] if opts.until else run_rounds(run, cfg, opts, timings, t0, clock)
     # the stages' times are on disk before the demo's report reads them (its per-pass time column)
     now = time.time()
     rec = {"time": now, "total_s": round(now - t0, 1), **{k: round(v, 1) for k, v in timings.items()}}
@@ -135,7 +147,7 @@ def main(args: argparse.Namespace) -> int:
     if args.demo:
         # with evaluate_passes: result only the result's C plays the 100 dream episodes too (the checks have the rest)
         only = None
-        if pass_last(cfg, args):
+        if pass_last(cfg, opts):
             only = result_pass(run)[1].path
         extra = [
             (run, "random baseline in the real game", ["evaluate", "--random"]),
