@@ -64,7 +64,7 @@ class EvalSpec:
     def config(self) -> Any:
         from wm.core import config as C
 
-        cfg = C.Config(self.cfg)
+        cfg = C.Config(self.cfg)  # a cast Config's to_dict() (pickled to the worker; its types survive)
         if self.temperature is not None:
             cfg = C.update(cfg, {"dream": {"temperature": float(self.temperature)}}, source="temperature")
         return cfg

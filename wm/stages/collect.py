@@ -129,6 +129,7 @@ class CollectWorker:
         from wm.envs import make_env
         from wm.envs.setup import setup
 
+        # cfg_dict is a cast Config's to_dict() (pickled to the worker; its types survive): no update() needed
         self.cfg, self.folder = Config(cfg_dict), Path(folder)
         self.adim = setup(self.cfg).action_dim
         self.env = make_env(self.cfg)
