@@ -50,7 +50,7 @@ def pass_from_round(j: int) -> str:
 def evaluates_result_only(cfg: Config) -> bool:
     """`iterate.evaluate_passes: result` under round control (`iterate.check_episodes` > 0): the passes leave the
     evaluate stage to the run's result, which plays it once the final check has chosen (wm.rounds.runner)."""
-    return str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.check_episodes) > 0
+    return cfg.iterate.evaluate_passes == "result" and cfg.iterate.check_episodes > 0
 
 
 def round_config(cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> Config:
@@ -60,7 +60,7 @@ def round_config(cfg: Config, k: int, explore: float | None = None, learned: boo
     it = cfg.iterate
     prev = pass_from_round(k - 1)
     over = {
-        "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
+        "collect.episodes": cfg.collect.episodes + k * int(it.episodes),
         "collect.policy": "agent",
         "collect.agent_run": prev,
         "collect.explore": float(it.explore if explore is None else explore),
@@ -216,13 +216,13 @@ def stop_reason(
 
 def clock_prefix(cfg: Config) -> str:
     """What the time budget's minutes are, for its messages: "" (the wall clock's) or "work " (`iterate.clock: work`)."""
-    return "work " if str(cfg.iterate.clock) == "work" else ""
+    return "work " if cfg.iterate.clock == "work" else ""
 
 
 def target_score(cfg: Config, random: float) -> float:
     """The real check score of a C that plays the game: `iterate.target_ratio` × the random policy's on the check
     seeds (0: no target)."""
-    return float(cfg.iterate.target_ratio) * float(random)
+    return cfg.iterate.target_ratio * float(random)
 
 
 def below_target(history: list[PassCheck], cfg: Config, random: float) -> bool:

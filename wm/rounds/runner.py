@@ -106,7 +106,7 @@ def pass_last(cfg: Config, args: argparse.Namespace) -> str | None:
     """The last stage a pass runs as the rounds go: train-controller with `iterate.evaluate_passes: result` under round
     control (the checks score every pass; only the run's result plays the evaluation episodes, `evaluate_result`),
     else every stage (None)."""
-    on = evaluates_result_only(cfg) and int(cfg.iterate.rounds) > 0 and not getattr(args, "until", None)
+    on = evaluates_result_only(cfg) and cfg.iterate.rounds > 0 and not getattr(args, "until", None)
     return "train-controller" if on else None
 
 

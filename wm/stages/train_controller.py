@@ -87,13 +87,13 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
     if not continues(opts) or opts.force:
         return
-    if int(cfg.es.draws) > 1:
+    if cfg.es.draws > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
     st = stored_state(run)  # before anything is written: an older pickle is refused here
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
-    if int(cfg.es.generations) <= done:
+    if cfg.es.generations <= done:
         raise WMError(
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
             f"pass --set es.generations=N with N > {done}"
@@ -110,22 +110,20 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
         raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
     if kind == "dream" and not run.initial_z.exists():
         raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
-    if (kind == "real" or int(cfg.es.pick_real) > 0) and not run.is_done("train-vae"):
+    if (kind == "real" or cfg.es.pick_real > 0) and not run.is_done("train-vae"):
         raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real episodes encode frames with V)")
 
 
 def eval_seeds(cfg: Config) -> np.ndarray:
     """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
-    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(
-        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64
+    return np.random.default_rng([cfg.es.seed, 0xE7A1]).integers(
+        TRAINING_FLOOR, SEED_HIGH, cfg.es.eval_episodes, dtype=np.int64
     )
 
 
 def pick_seeds(cfg: Config) -> np.ndarray:
     """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones)."""
-    return np.random.default_rng([int(cfg.es.seed), 0x91C4]).integers(
-        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64
-    )
+    return np.random.default_rng([cfg.es.seed, 0x91C4]).integers(TRAINING_FLOOR, SEED_HIGH, cfg.es.pick_real, dtype=np.int64)
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
@@ -326,7 +324,7 @@ def _open_pool(spec: Any, es_cfg: Any, log: Any, stop: Any, devices: Any) -> tup
 
 def _generations(t: _Training, pool: Any, chunk: int, stop: Any, stop_after: int, gen0: int, log: Any) -> dict[str, Any]:
     """Every generation left (of every draw), until done or stopped (KeyboardInterrupt); returns the last's record."""
-    G, D = int(t.cfg.es.generations), int(t.cfg.es.draws)
+    G, D = t.cfg.es.generations, t.cfg.es.draws
     rec: dict[str, Any] = {}
     while t.st["generation"] < G * D:
         if stop_after and t.st["generation"] - gen0 >= stop_after:
@@ -399,7 +397,7 @@ def _check_mean(t: _Training, pool: Any, chunk: int, mean: np.ndarray, gen: int,
     added to `rec`; returns the episodes it played."""
     from wm.rollouts.engine import evaluate_task, gather, make_tasks
 
-    st, run, K = t.st, t.run, int(t.cfg.es.trials)
+    st, run, K = t.st, t.run, t.cfg.es.trials
     E = len(t.seeds_eval)
     rows = -(-E // K)
     padded = np.resize(t.seeds_eval, rows * K).reshape(rows, K)
@@ -426,7 +424,7 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
 
     from wm.rollouts.engine import evaluate_task, gather, init_worker, make_tasks
 
-    N = int(cfg.es.pick_real)
+    N = cfg.es.pick_real
     found = run.checks()
     files, checks = [f for f, _ in found], [c for _, c in found]
     todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]

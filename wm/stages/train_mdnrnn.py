@@ -116,7 +116,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
 def _step(cfg: Config, model: Any, opt: Any, backend: str) -> tuple[Any, Any]:
     """The backend's compiled step `(batch, (c, h)) -> (nll, done_loss, reward_loss, final)` and its `sync`."""
-    m_cfg, seed = cfg.mdnrnn, int(cfg.run.seed)
+    m_cfg, seed = cfg.mdnrnn, cfg.run.seed
     if backend == "jax":
         from wm.models.jax_steps import MDNRNNSteps
 
@@ -154,7 +154,7 @@ def _model(cfg: Config, a_dim: int, log: Any) -> Any:
     from wm.models.mdnrnn import MDNRNN
 
     m_cfg = cfg.mdnrnn
-    backend.seed_keras(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
+    backend.seed_keras(cfg.run.seed)  # the same initial weights on a rerun without a checkpoint
     model = MDNRNN(
         cfg.vae.z_dim,
         a_dim,
@@ -333,12 +333,12 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
 
-    n = int(cfg.mdnrnn.preview_episodes)
+    n = cfg.mdnrnn.preview_episodes
     if n <= 0:
         return
     world = load_world(cfg, run, need=("vae", "initial_z"))
     vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
-    steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
+    steps = min(PREVIEW_STEPS, cfg.dream.max_steps)
     env = DreamEnv(
         model,
         ctrl,
