@@ -41,7 +41,7 @@ CHECKS = ("check", "check-dream", "check-random")  # round control's own episode
 def rates(cfg: Config) -> dict[str, float]:
     """`iterate.work`: seconds per unit of work on the reference machine, refused in one line when the clock is
     `work` and they price nothing."""
-    r = {k: float(cfg.iterate.work[k]) for k in UNITS}
+    r = {k: cfg.iterate.work[k] for k in UNITS}
     if any(v < 0 for v in r.values()) or not any(v > 0 for v in r.values()):
         raise WMError(
             "iterate.clock: work needs iterate.work's seconds per unit on the reference machine (each ≥ 0, some > 0), "
@@ -81,7 +81,7 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
         add("encode", "encode_frame", total if everything else frames)
     if (info := _done(where, "train-mdnrnn")) is not None:
         m = cfg.mdnrnn
-        add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * int(m.batch_size) * int(m.seq_len))
+        add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * m.batch_size * m.seq_len)
     if _done(where, "train-controller") is not None:
         for unit, n in _controller_units(where, cfg).items():
             add("train-controller", unit, n)

@@ -170,7 +170,7 @@ def collect_slot(
             from wm.rollouts.agent import AgentPolicy
 
             c = cfg.collect
-            policy = AgentPolicy(agent, rng, float(c.explore), int(c.hold_min), int(c.hold_max))
+            policy = AgentPolicy(agent, rng, c.explore, c.hold_min, c.hold_max)
         else:
             policy = make_policy(cfg, rng, adim)
         ep = rollout(env, policy, cfg, env_seed, cfg.collect.ignore_done)

@@ -187,8 +187,8 @@ def _build(cfg: Config, strategy: Any, out: Path, train_frames: int, log: Logger
     if strategy is not None:
         from wm.models.vae_tf import probes_xla, xla_probe
 
-        if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
-            rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
+        if probes_xla(v.jit_compile, strategy, train_frames * v.epochs):  # before the seed: it draws weights
+            rates = xla_probe(v.z_dim, v.batch_size, v.kl_tolerance)
             log.info("vae.jit_compile auto: graph step %.1f frames/s, XLA %.1f on this CPU", rates["graph"], rates["xla"])
     backend.seed_keras(cfg.run.seed)  # the initial weights depend on the run seed only
     with strategy.scope() if strategy is not None else nullcontext():
@@ -232,7 +232,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     strategy = None
     if name == "tensorflow":
         tf_setup.setup(mixed_precision=v.mixed_precision)
-        strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
+        strategy = tf_setup.strategy(multi=v.multi_gpu)
     rates, model, optimizer, ckpt = _build(cfg, strategy, out, data.train_frames, log)
     state = _restore(ckpt, data.data_id, force, log)
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
