@@ -116,6 +116,62 @@ def test_the_env_fact_scan_sees_every_form():
     assert env_fact_calls(src) == [(1, "imports action_dim"), (4, "calls family"), (5, "calls Controller.from_config")]
 
 
+# a Config's every value is already of its default's type (wm.core.config.update casts it): casting it again says
+# the code does not trust that, and hides a value that is not (a Config built around the cast)
+SCALAR_CASTS = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def redundant_casts(source: str, flat: dict) -> list[tuple[int, str]]:
+    """(line, call) of each `int|float|str|bool(<…>.block.key)` whose key's default (`flat`: the flattened defaults)
+    is of exactly that type (bool is not int here); a cast to another type (`float(cfg.es.popsize)`) is not one."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in SCALAR_CASTS):
+            continue
+        if len(node.args) != 1 or node.keywords or not isinstance(node.args[0], ast.Attribute):
+            continue
+        parts, arg = [], node.args[0]
+        while isinstance(arg, ast.Attribute):
+            parts.insert(0, arg.attr)
+            arg = arg.value
+        if isinstance(arg, ast.Name):
+            parts.insert(0, arg.id)
+        keys = [k for n in range(2, len(parts) + 1) if (k := ".".join(parts[-n:])) in flat]
+        if keys and type(flat[keys[0]]) is SCALAR_CASTS[node.func.id]:
+            found.append((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def test_config_values_are_not_cast_again():
+    """`int(cfg.es.popsize)`, `str(cfg.env.name)`: the config already holds an int and a str."""
+    from wm.core.config import defaults, flatten
+
+    flat = flatten(defaults().to_dict())
+    offenders = []
+    for d in ("wm", "tui", "mpi"):
+        for p in sorted((ROOT / d).rglob("*.py")):
+            rel = p.relative_to(ROOT).as_posix()
+            offenders += [f"{rel}:{line}: {call}" for line, call in redundant_casts(p.read_text(), flat)]
+    assert not offenders, f"{len(offenders)} casts of config values already of that type:\n" + "\n".join(offenders)
+
+
+def test_the_cast_scan_sees_every_form():
+    flat = {"es.popsize": 64, "es.fitness": "dream", "vae.lr": 1e-4, "env.indicators": False, "iterate.work.stage": 0.0}
+    src = (
+        "int(cfg.es.popsize)\nstr(self.cfg.es.fitness)\nfloat(run.load_config().vae.lr)\nbool(cfg.env.indicators)\n"
+        "float(cfg.iterate.work.stage)\nint(es.popsize)\n"
+        "float(cfg.es.popsize)\nint(cfg.vae.lr)\nint(cfg.env.indicators)\nint(args.popsize)\nint(cfg.es.popsize or 2)\n"
+    )
+    assert redundant_casts(src, flat) == [
+        (1, "int(cfg.es.popsize)"),
+        (2, "str(self.cfg.es.fitness)"),
+        (3, "float(run.load_config().vae.lr)"),
+        (4, "bool(cfg.env.indicators)"),
+        (5, "float(cfg.iterate.work.stage)"),
+        (6, "int(es.popsize)"),
+    ]
+
+
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 

@@ -478,14 +478,14 @@ def load(names: list[str], sets: list[str] | None = None, config_dir: Path = CON
         elif name in available:
             cfg = _apply_block(cfg, name, available[name])
             if available[name].get("for_env"):
-                per_env.append((name, str(cfg.env.name)))
+                per_env.append((name, cfg.env.name))
         else:
             raise WMError(
                 f"unknown config block {name!r}{_nearest(name, sorted(available))} (blocks: {', '.join(sorted(available))})"
             )
     cfg = update(cfg, overrides, source="--set")
     for name, env in per_env:
-        if str(cfg.env.name) != env:
+        if cfg.env.name != env:
             raise WMError(
                 f"config block {name!r} applied its {env} settings, then env.name became {cfg.env.name!r}: name the "
                 f"env's block before it (e.g. --configs {cfg.env.name} {name})"

@@ -21,7 +21,7 @@ def decide_devices(cfg: Config, under_mpi: bool) -> tf_setup.Devices:
     `es.device` says (`auto`: when TF sees one, an earlier decision of this process kept; `cpu`: never; `gpu`:
     a WMError when TF sees none). Alone with real or toy fitness: one thread, no GPU (the engine's CPU worker).
     """
-    device = str(cfg.es.device)  # auto, cpu or gpu (config.RULES)
+    device = cfg.es.device  # auto, cpu or gpu (config.RULES)
     if under_mpi or cfg.es.fitness != "dream":
         return tf_setup.decide(threads=1, gpu=False)
     try:

@@ -75,7 +75,7 @@ class MlflowSink:
 
     def _new_run(self, cfg, path: Path) -> str:
         """Create the directory's MLflow run with the config as params; its id (and store) go to `path`."""
-        name = str(cfg.metrics.mlflow_experiment) or "world-models"
+        name = cfg.metrics.mlflow_experiment or "world-models"
         exp = self.client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp is not None else self.client.create_experiment(name)
         made = self.client.create_run(exp_id, run_name=Path(self.run.path).name, tags={"run_dir": str(self.run.path)})

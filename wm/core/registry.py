@@ -132,7 +132,7 @@ def _mdnrnn_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | N
 
 
 def _es_progress(run: RunDir, cfg: Config, rec: dict[str, Any]) -> float | None:
-    total = int(cfg.es.generations) * int(cfg.es.draws)  # es.draws: the generations count on over every draw
+    total = cfg.es.generations * cfg.es.draws  # es.draws: the generations count on over every draw
     return float(rec["es/generation"]) / max(1, total) if "es/generation" in rec else None
 
 

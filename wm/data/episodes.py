@@ -215,7 +215,7 @@ def episode_spec(cfg) -> dict[str, int]:
     passes the same spec so they all agree on which files are bad."""
     from wm.envs.setup import setup  # NumPy only
 
-    return {"frame_size": int(cfg.env.frame_size), "action_dim": setup(cfg).action_dim}
+    return {"frame_size": cfg.env.frame_size, "action_dim": setup(cfg).action_dim}
 
 
 def check_folder(folder: str | Path, kind: str = "episode", *, max_bad_share: float = 1.0, log=None, **spec) -> Checked:

@@ -29,14 +29,14 @@ JOYSTICK_THRESHOLD = 1.0 / 3.0  # a joystick axis is pushed past ±1/3 (the Doom
 
 
 def _name(env: str | Config) -> str:
-    return env if isinstance(env, str) else str(env.env.name)
+    return env if isinstance(env, str) else env.env.name
 
 
 def gym_actions(env: str | Config) -> tuple[str, int]:
     """`env.actions` of a gym env: (`discrete` | `box`, N)."""
     if isinstance(env, str):
         raise WMError(f"env.name {env!r}: a gym env's actions come from the config (env.actions), pass it")
-    spec = str(env.env.actions)
+    spec = env.env.actions
     kind, _, n = spec.partition(":")
     if kind not in ACTION_KINDS or not n.isdigit() or int(n) < 1:
         raise WMError(f"env.actions must be discrete:N, joystick:N or box:N for {env.env.name!r}, got {spec!r}")

@@ -22,9 +22,9 @@ class FrameEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"]}
 
     def __init__(self, cfg: Config, crop: Crop, action_dim: int, keep_raw: bool = False):
-        self.size = int(cfg.env.frame_size)
-        self.mode = str(cfg.env.preprocess)
-        self.max_steps = int(cfg.env.max_steps)
+        self.size = cfg.env.frame_size
+        self.mode = cfg.env.preprocess
+        self.max_steps = cfg.env.max_steps
         self.crop = crop
         self.keep_raw = keep_raw
         self.render_mode = "rgb_array"

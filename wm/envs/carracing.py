@@ -73,9 +73,9 @@ class CarRacingEnv(FrameEnv):
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")  # headless even if pygame ever opens a display
         import gymnasium as gym
 
-        renderer = str(cfg.env.renderer)  # one of RENDERERS (config.RULES)
+        renderer = cfg.env.renderer  # one of RENDERERS (config.RULES)
         # the paper crops the indicator bar away (§1a); env.indicators keeps the whole 96×96 state (ctallec's frames)
-        super().__init__(cfg, CAR_FULL if bool(cfg.env.indicators) else CAR_CROP, ACTION_DIM, keep_raw)
+        super().__init__(cfg, CAR_FULL if cfg.env.indicators else CAR_CROP, ACTION_DIM, keep_raw)
         self.renderer = renderer
         self.drive = Drive()
         if renderer == "fast":

@@ -71,7 +71,7 @@ class DoomTakeCoverEnv(FrameEnv):
         super().__init__(cfg, DOOM_CROP, ACTION_DIM, keep_raw)
         self.folder: str | None = None  # the game's private working folder, made at its start (the first reset)
         self.inner = gym.make(
-            "VizdoomTakeCover-v1", doom_skill=int(cfg.env.doom_skill), episode_start_time=EPISODE_START_TIME
+            "VizdoomTakeCover-v1", doom_skill=cfg.env.doom_skill, episode_start_time=EPISODE_START_TIME
         ).unwrapped
         self.game = self.inner.game
         names = [b.name for b in self.game.get_available_buttons()]

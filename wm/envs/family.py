@@ -82,7 +82,7 @@ GYM = EnvFamily(name="gym", survival=False, score_label="return", score_note="",
 
 def family(env: str | Config) -> EnvFamily:
     """The record of `env.name` (a name, or a config holding one)."""
-    name = env if isinstance(env, str) else str(env.env.name)
+    name = env if isinstance(env, str) else env.env.name
     if name == DOOM.name:
         return DOOM
     if name == CARRACING.name:

@@ -95,7 +95,7 @@ class GymPixelEnv(FrameEnv):
 
     def __init__(self, cfg: Config, keep_raw: bool = False):
         self.kind, n = gym_actions(cfg)
-        env_id = str(cfg.env.name)[len("gym:") :]
+        env_id = cfg.env.name[len("gym:") :]
         self.inner = make_gym(env_id, gym_kwargs(cfg.env.gym_kwargs))
         space = self.inner.action_space
         if self.kind in ("discrete", "joystick") and getattr(space, "n", None) != n:

@@ -103,9 +103,9 @@ def make_policy(cfg: Config, rng: np.random.Generator, action_dim: int) -> Rando
     if c.policy == "agent":
         raise WMError("collect.policy agent is built from a trained run by the collect stage (wm.rollouts.agent), not here")
     if c.policy == "random_agent":
-        return RandomAgent(rng, action_dim, float(c.random_agent_stdev))
+        return RandomAgent(rng, action_dim, c.random_agent_stdev)
     if c.policy == "brownian":
-        return Brownian(rng, action_dim, float(c.brownian_sigma))
+        return Brownian(rng, action_dim, c.brownian_sigma)
     if c.policy == "hold":
-        return Hold(rng, action_dim, int(c.hold_min), int(c.hold_max), str(c.hold_rule))
+        return Hold(rng, action_dim, c.hold_min, c.hold_max, c.hold_rule)
     raise WMError(f"unknown collect.policy {c.policy!r} (expected one of {POLICIES})")

@@ -86,11 +86,11 @@ class Setup:
 
     @property
     def z_dim(self) -> int:
-        return int(self.cfg.vae.z_dim)
+        return self.cfg.vae.z_dim
 
     @property
     def hidden(self) -> int:
-        return int(self.cfg.mdnrnn.hidden)
+        return self.cfg.mdnrnn.hidden
 
     @cached_property
     def controller(self) -> Layout:

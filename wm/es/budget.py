@@ -37,7 +37,7 @@ class Curriculum:
             return cls()
         if len(spec) != 2 or int(spec[0]) < 1 or int(spec[1]) < 0:
             raise WMError(f"es.curriculum must be [start_steps >= 1, step >= 0] or [], got {spec!r}")
-        limit = int(cfg.env.max_steps)
+        limit = cfg.env.max_steps
         return cls(min(int(spec[0]), limit), int(spec[1]), limit)
 
     def update(self, generation_mean: float) -> None:
@@ -59,8 +59,8 @@ def fitness_budget(cfg: Any, curriculum: Curriculum) -> dict[str, int]:
     out: dict[str, int] = {}
     if curriculum.cap:
         out["max_steps"] = int(curriculum.cap)
-    if int(cfg.es.no_progress_steps) > 0:
-        out["no_progress"] = int(cfg.es.no_progress_steps)
+    if cfg.es.no_progress_steps > 0:
+        out["no_progress"] = cfg.es.no_progress_steps
     return out
 
 
@@ -73,6 +73,6 @@ def check_budget(cfg: Any) -> None:
     ]
     if on and cfg.es.fitness != "real":
         raise WMError(f"{on[0]} applies to es.fitness: real only (fitness is {cfg.es.fitness!r})")
-    if int(cfg.es.no_progress_steps) > 0 and not setup(cfg).family.track_tiles:
+    if cfg.es.no_progress_steps > 0 and not setup(cfg).family.track_tiles:
         raise WMError(f"es.no_progress_steps counts CarRacing's track tiles; env.name is {cfg.env.name!r}")
     Curriculum.from_config(cfg)

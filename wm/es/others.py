@@ -263,14 +263,14 @@ class SimpleGA(_Base):
 
 def make_es(es_cfg, n: int, x0: np.ndarray | None = None, seed: int | None = None):
     """The optimiser `es.algorithm` names, from the `es` config section (`seed`: instead of `es.seed`, a draw's)."""
-    algo = str(es_cfg.algorithm)
+    algo = es_cfg.algorithm
     e = es_cfg
-    seed = int(e.seed) if seed is None else int(seed)
-    args = (n, int(e.popsize), float(e.sigma0), float(e.weight_decay), seed, bool(e.antithetic))
+    seed = e.seed if seed is None else int(seed)
+    args = (n, e.popsize, e.sigma0, e.weight_decay, seed, e.antithetic)
     if algo == "cma":
         from wm.es.cmaes import CMAES
 
-        return CMAES(*args, x0=x0, diagonal=bool(es_cfg.cma_diagonal))
+        return CMAES(*args, x0=x0, diagonal=es_cfg.cma_diagonal)
     if algo == "openes":
         return OpenES(*args, x0, lr=es_cfg.lr, sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min)
     if algo == "pepg":

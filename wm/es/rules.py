@@ -16,9 +16,9 @@ def check_fitness(cfg: Config) -> None:
     kind = cfg.es.fitness
     if kind not in ("dream", "real", "toy"):
         raise WMError(f"es.fitness must be dream, real or toy, not {kind!r}")
-    if int(cfg.es.draws) < 1:
+    if cfg.es.draws < 1:
         raise WMError(f"es.draws must be 1 or more (independent CMA-ES draws), not {cfg.es.draws}")
-    if int(cfg.es.pick_real) < 0:
+    if cfg.es.pick_real < 0:
         raise WMError(f"es.pick_real must be 0 (off) or a number of real episodes per check, not {cfg.es.pick_real}")
     if kind == "dream" and not setup(cfg).family.survival and not cfg.mdnrnn.predict_reward:
         raise WMError(

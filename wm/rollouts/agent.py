@@ -30,7 +30,7 @@ from wm.rollouts.rollout import nonfinite_names
 
 def agent_source(cfg: Config, run_dir: Path | str | None) -> Path:
     """`collect.agent_run` as a path: relative paths are taken from the collecting run's directory."""
-    raw = str(cfg.collect.agent_run)
+    raw = cfg.collect.agent_run
     if not raw:
         raise WMError("collect.policy is agent but collect.agent_run is empty (the run whose V, M and C act)")
     p = Path(raw)

@@ -364,7 +364,7 @@ def done_options(cfg: Config) -> dict[str, Any]:
     """How a dream of this config decides a death: `dream.done_sampling` and what M's done head was trained on
     (`mdnrnn.done_weight`, `mdnrnn.done_horizon`); keywords of DreamEvaluator and DreamEnv."""
     m = cfg.mdnrnn
-    return {"done_sampling": cfg.dream.done_sampling, "done_weight": m.done_weight, "done_horizon": int(m.done_horizon)}
+    return {"done_sampling": cfg.dream.done_sampling, "done_weight": m.done_weight, "done_horizon": m.done_horizon}
 
 
 def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:

@@ -64,7 +64,7 @@ class EvalSpec:
     def config(self) -> Any:
         from wm.core import config as C
 
-        cfg = C.Config(self.cfg)
+        cfg = C.Config(self.cfg)  # a cast Config's to_dict() (pickled to the worker; its types survive)
         if self.temperature is not None:
             cfg = C.update(cfg, {"dream": {"temperature": float(self.temperature)}}, source="temperature")
         return cfg
@@ -129,7 +129,7 @@ def make_evaluator(spec: EvalSpec) -> Any:
     if spec.kind == "toy":
         from wm.envs.setup import setup
 
-        return ToyEvaluator(setup(cfg).n_params, int(cfg.es.seed))
+        return ToyEvaluator(setup(cfg).n_params, cfg.es.seed)
     if spec.kind == "dream":
         from wm.rollouts.dream import load_dream
 
@@ -137,16 +137,16 @@ def make_evaluator(spec: EvalSpec) -> Any:
     if spec.kind == "real":
         from wm.rollouts.rollout import RealEvaluator
 
-        return RealEvaluator.from_run(cfg, run, n_envs=int(cfg.es.real_envs_per_worker))
+        return RealEvaluator.from_run(cfg, run, n_envs=cfg.es.real_envs_per_worker)
     if spec.kind == "random":
         from wm.envs import make_env
 
         env = make_env(cfg)
-        return EpisodeEvaluator(lambda s: random_episode(env, s, int(cfg.env.max_steps))[:2], env.close, env.episode_figures)
+        return EpisodeEvaluator(lambda s: random_episode(env, s, cfg.env.max_steps)[:2], env.close, env.episode_figures)
     from wm.rollouts.dream import dream_env  # random-dream
 
     denv = dream_env(cfg, run)
-    return EpisodeEvaluator(lambda s: dream_episode(denv, s, int(cfg.dream.max_steps), random=True)[:2])
+    return EpisodeEvaluator(lambda s: dream_episode(denv, s, cfg.dream.max_steps, random=True)[:2])
 
 
 # ---------------------------------------------------------------- the worker side
@@ -356,7 +356,7 @@ def evaluate_seeds(
     workers = max(1, min(int(workers), len(seeds)))
     # one MPI pool per job: its close stops the ranks, so a later call (the τ sweep's next τ) uses local processes
     if launched_size() > 1 and spec.kind not in ("dream", "random-dream") and not PROCESS.workers_released:
-        timeout = float(spec.config().es.task_timeout)  # a task slower than this goes to another rank too
+        timeout = spec.config().es.task_timeout  # a task slower than this goes to another rank too
         with make_pool(init_worker, (spec,), timeout=timeout, retries=0, log=log) as pool:
             return run_seeds(pool, params, seeds, n_params, progress, gifs, log)
     if workers == 1:

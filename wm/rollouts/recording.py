@@ -99,7 +99,7 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         world = load_world(cfg, run, need=("vae", "mdnrnn", "initial_z"))
         env = world_env(world, params)
         rewards = _tap_rewards(env)
-        zs = dream_episode(env, seed, int(cfg.dream.max_steps), random=kind == "random-dream", record=True)[2]["z"]
+        zs = dream_episode(env, seed, cfg.dream.max_steps, random=kind == "random-dream", record=True)[2]["z"]
         frames = {"dream": decode(world.vae, np.stack(zs)[:-1])}  # the frame each step was taken from
     elif kind == "random":
         from wm.envs import make_env
@@ -107,7 +107,7 @@ def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | Non
         env = make_env(cfg, keep_raw=True)
         rewards = _tap_rewards(env)
         try:
-            frames = random_episode(env, seed, int(cfg.env.max_steps), record=True)[2]
+            frames = random_episode(env, seed, cfg.env.max_steps, record=True)[2]
         finally:
             env.close()
         if run.vae_weights.exists():  # the baseline needs no model, but shows V's view when there is one

@@ -48,7 +48,7 @@ def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
     """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
     and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
     (relative to the working dir)."""
-    spec = spec or str(cfg.evaluate.params)
+    spec = spec or cfg.evaluate.params
     return run.params(spec) if spec in PARAMS else Path(spec)
 
 
@@ -66,7 +66,7 @@ def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = Fa
     files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
     out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
     if dream:
-        settings = cfg.dream.to_dict() | {"dropout": float(cfg.mdnrnn.dropout)}
+        settings = cfg.dream.to_dict() | {"dropout": cfg.mdnrnn.dropout}
         out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
     return out
 
@@ -132,8 +132,8 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             cfg.mdnrnn.hidden,
             cfg.mdnrnn.num_mixtures,
             cfg.mdnrnn.predict_done,
-            dropout=float(cfg.mdnrnn.dropout),  # in the dream, masks per episode (wm.rollouts.dream)
-            predict_reward=bool(cfg.mdnrnn.predict_reward),
+            dropout=cfg.mdnrnn.dropout,  # in the dream, masks per episode (wm.rollouts.dream)
+            predict_reward=cfg.mdnrnn.predict_reward,
         )
     if "params" in need:
         world.params_path = played_params(cfg, run, params)
@@ -144,5 +144,5 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             )
         world.params = read_params(world.params_path, world.controller.n_params).astype(np.float32)
     if "initial_z" in need:
-        world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, int(cfg.vae.z_dim))
+        world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, cfg.vae.z_dim)
     return world

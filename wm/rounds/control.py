@@ -131,7 +131,7 @@ def check_pass(where: RunDir, cfg: Config, name: str) -> PassCheck:
 
 def random_check(run: RunDir, cfg: Config) -> float:
     """The random policy's mean real score on the check seeds (`eval/check-random`): round control's yardstick."""
-    if float(cfg.iterate.target_ratio) <= 0:
+    if cfg.iterate.target_ratio <= 0:
         return 0.0
     return _check_mean(run, cfg, "check-random", "random policy, real", random=True)
 
@@ -143,17 +143,17 @@ def dream_gate(run: RunDir, prev: RunDir, child: RunDir, cfg: Config) -> None:
 
     The previous C plays the real game with `child`'s V and M, as it does in the dream: C reads M's h, and a new M's h
     is not the one it was trained on."""
-    n = int(cfg.iterate.dream_gate)
-    if n <= 0 or str(cfg.es.fitness) != "dream":
+    n = cfg.iterate.dream_gate
+    if n <= 0 or cfg.es.fitness != "dream":
         return
     prev_c = prev.params("best")
     c_real = _check_mean(child, cfg, "gate-real", "dream gate: previous C with the new M, real", n, params=prev_c)
     # with round control on the same number of check seeds, its random check is these episodes: read, not replayed
-    same = n == int(cfg.iterate.check_episodes)
+    same = n == cfg.iterate.check_episodes
     r_real = _check_mean(run, cfg, "check-random" if same else "gate-random", "dream gate: random, real", n, random=True)
     c_dream = _check_mean(child, cfg, "gate-dream-c", "dream gate: previous C, new dream", n, params=prev_c, dream=True)
     r_dream = _check_mean(child, cfg, "gate-dream-random", "dream gate: random, new dream", n, random=True, dream=True)
-    why = gate_verdict(c_real, r_real, c_dream, r_dream, float(cfg.iterate.dream_gate_ratio))
+    why = gate_verdict(c_real, r_real, c_dream, r_dream, cfg.iterate.dream_gate_ratio)
     print(
         f"[gate] {child.path.name}: previous C {c_real:.1f} vs random {r_real:.1f} real, {c_dream:.1f} vs "
         f"{r_dream:.1f} in the new dream: {'pass' if why is None else 'stop'}",
@@ -214,7 +214,7 @@ class RunClock:
     @classmethod
     def of(cls, run: RunDir, cfg: Config, t0: float, fresh: bool = False) -> RunClock:
         """The run's clock, with a work ledger when `iterate.clock` is `work`."""
-        return cls(run, t0, fresh, WorkLedger(cfg) if str(cfg.iterate.clock) == "work" else None)
+        return cls(run, t0, fresh, WorkLedger(cfg) if cfg.iterate.clock == "work" else None)
 
     def minutes(self) -> float:
         return self.base + (time.time() - self.at) / 60
@@ -284,10 +284,10 @@ def _rounds(
     t0: float,
     clock: RunClock | None,
 ) -> list[RunDir]:
-    n = int(cfg.iterate.rounds)
+    n = cfg.iterate.rounds
     if n <= 0:
         return []
-    if int(cfg.iterate.check_episodes) <= 0:  # the paper's fixed number of rounds
+    if cfg.iterate.check_episodes <= 0:  # the paper's fixed number of rounds
         rounds = [round_dir(run, k) for k in range(1, n + 1)]
         for k, child in enumerate(rounds, 1):
             print(f"[round {k}/{n}] {child.path}: collect with the previous C, fine-tune M, retrain C", flush=True)
@@ -307,9 +307,9 @@ def _rounds(
         k, last = len(history), history[-1]
         explore = next_explore(history, cfg, random)
         write_rounds(run, cfg, history, None, random, clock.minutes(), at, clock.work)
-        why = " (exploits the dream)" if last.exploits(float(cfg.iterate.exploit_ratio)) else ""
+        why = " (exploits the dream)" if last.exploits(cfg.iterate.exploit_ratio) else ""
         if not why and below_target(history, cfg, random):
-            why = f" (best C below {float(cfg.iterate.target_ratio):g} × random's {random:.1f})"
+            why = f" (best C below {cfg.iterate.target_ratio:g} × random's {random:.1f})"
         learned = bool(cfg.iterate.learned_set) and learned_round(history, cfg, random)
         budget = float(cfg.iterate.max_minutes)
         spent = f"{clock_prefix(cfg)}minute {clock.budget():.0f} of iterate.max_minutes = {budget:g}; " if budget > 0 else ""
@@ -362,7 +362,7 @@ def final_check(history: list[PassCheck], cfg: Config, random: float) -> list[Pa
     then play that many more on the seeds after (`eval/final-more`) and the better mean over all their final episodes
     is the result: 100 episodes still leave a difference of two Cs ± ≈ 70 (docs/results/doom-small.md)."""
     picks = final_candidates(history, cfg, random)
-    n, more = int(cfg.iterate.final_check), int(cfg.iterate.final_more)
+    n, more = cfg.iterate.final_check, cfg.iterate.final_more
     out = list(history)
     for i in picks:
         h = history[i]

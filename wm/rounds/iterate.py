@@ -50,7 +50,7 @@ def pass_from_round(j: int) -> str:
 def evaluates_result_only(cfg: Config) -> bool:
     """`iterate.evaluate_passes: result` under round control (`iterate.check_episodes` > 0): the passes leave the
     evaluate stage to the run's result, which plays it once the final check has chosen (wm.rounds.runner)."""
-    return str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.check_episodes) > 0
+    return cfg.iterate.evaluate_passes == "result" and cfg.iterate.check_episodes > 0
 
 
 def round_config(cfg: Config, k: int, explore: float | None = None, learned: bool = False) -> Config:
@@ -60,19 +60,19 @@ def round_config(cfg: Config, k: int, explore: float | None = None, learned: boo
     it = cfg.iterate
     prev = pass_from_round(k - 1)
     over = {
-        "collect.episodes": int(cfg.collect.episodes) + k * int(it.episodes),
+        "collect.episodes": cfg.collect.episodes + k * it.episodes,
         "collect.policy": "agent",
         "collect.agent_run": prev,
         "collect.explore": float(it.explore if explore is None else explore),
         "collect.min_length": 0,  # the agent's short episodes (its failures) are what M must learn
         "mdnrnn.init_from": RunDir(prev).mdnrnn_weights.as_posix(),
-        "es.generations": int(it.generations),
+        "es.generations": it.generations,
         "iterate.rounds": 0,  # a round does not iterate itself
     }
     if cfg.mdnrnn.batching == "streams":
-        over["mdnrnn.epochs"] = int(it.mdnrnn_epochs)
+        over["mdnrnn.epochs"] = it.mdnrnn_epochs
     else:
-        over["mdnrnn.steps"] = int(it.mdnrnn_steps)
+        over["mdnrnn.steps"] = it.mdnrnn_steps
     out = C.update(cfg, over, source="iterate")
     for key in ("set", "learned_set") if learned else ("set",):
         extra = C.parse_set([str(x) for x in it[key] or []])
@@ -141,8 +141,8 @@ def check_seeds(cfg: Config, n: int | None = None, skip: int = 0) -> list[int]:
     """The check episodes' seeds (`n`, default `iterate.check_episodes`, after the first `skip`; the dream gate's and
     the final check's too): training-side, never the evaluation seeds (refused when they overlap)."""
     it, ev = cfg.iterate, cfg.evaluate
-    first, n = int(it.check_seed) + int(skip), int(it.check_episodes if n is None else n)
-    lo, hi = int(ev.seed), int(ev.seed) + int(ev.episodes)
+    first, n = it.check_seed + int(skip), int(it.check_episodes if n is None else n)
+    lo, hi = ev.seed, ev.seed + ev.episodes
     if first < hi and lo < first + n:
         raise WMError(
             f"iterate.check_seed {first}…{first + n - 1} overlaps the evaluation seeds {lo}…{hi - 1}; "
@@ -163,11 +163,11 @@ def final_candidates(history: list[PassCheck], cfg: Config, random: float) -> li
     checks among the passes whose check reached `target_ratio` × random (any pass when the target is off); none when
     fewer than two qualify (the short check's pick stands)."""
     it = cfg.iterate
-    if int(it.final_check) <= 0:
+    if it.final_check <= 0:
         return []
     target = target_score(cfg, random)
     ok = [i for i, h in enumerate(history) if target <= 0 or h.real >= target]
-    ok = sorted(ok, key=lambda i: (-history[i].real, i))[: max(int(it.final_passes), 0)]
+    ok = sorted(ok, key=lambda i: (-history[i].real, i))[: max(it.final_passes, 0)]
     return sorted(ok) if len(ok) >= 2 else []
 
 
@@ -193,7 +193,7 @@ def stop_reason(
     the rounds stop after `patience` rounds without a better real check score."""
     it = cfg.iterate
     done = len(history) - 1  # rounds after the first pass
-    if done >= int(it.rounds):
+    if done >= it.rounds:
         return f"iterate.rounds = {it.rounds} reached"
     budget = float(it.max_minutes)
     unit = f"{clock_prefix(cfg)}min"
@@ -204,25 +204,25 @@ def stop_reason(
             f"time budget iterate.max_minutes = {budget:g}: another round, as long as the last "
             f"({round_minutes:.0f} {unit}), would end at {minutes + round_minutes:.0f} {unit}"
         )
-    if history[-1].exploits(float(it.exploit_ratio)):
+    if history[-1].exploits(it.exploit_ratio):
         return None  # the last C exploits M: the next round's data (its own failures) is what removes the exploit
     if below_target(history, cfg, random):
         return None  # no C worth keeping yet: a C that loses to random is not a result
     since = len(history) - 1 - best_pass(history)
-    if since >= int(it.patience):
+    if since >= it.patience:
         return f"no better real check score in the last {since} round(s) (iterate.patience = {it.patience})"
     return None
 
 
 def clock_prefix(cfg: Config) -> str:
     """What the time budget's minutes are, for its messages: "" (the wall clock's) or "work " (`iterate.clock: work`)."""
-    return "work " if str(cfg.iterate.clock) == "work" else ""
+    return "work " if cfg.iterate.clock == "work" else ""
 
 
 def target_score(cfg: Config, random: float) -> float:
     """The real check score of a C that plays the game: `iterate.target_ratio` × the random policy's on the check
     seeds (0: no target)."""
-    return float(cfg.iterate.target_ratio) * float(random)
+    return cfg.iterate.target_ratio * float(random)
 
 
 def below_target(history: list[PassCheck], cfg: Config, random: float) -> bool:
@@ -241,7 +241,7 @@ def next_explore(history: list[PassCheck], cfg: Config, random: float = 0.0) -> 
     """Exploration share of the next round: raised to `explore_exploit` when the last C exploited its dream or no C
     has reached the target yet (its own episodes are mostly the same failure; random segments show M the rest)."""
     it = cfg.iterate
-    failing = history[-1].exploits(float(it.exploit_ratio)) or below_target(history, cfg, random)
+    failing = history[-1].exploits(it.exploit_ratio) or below_target(history, cfg, random)
     return float(it.explore_exploit if failing else it.explore)
 
 

@@ -30,7 +30,7 @@ def write_rounds(
     with the work clock (`work`) also each pass's work minutes at its check and its units (wm.rounds.workclock)."""
     best = history[result_index(history)]
     at = at or {}
-    ratio = float(cfg.iterate.exploit_ratio)
+    ratio = cfg.iterate.exploit_ratio
     passes = [{**asdict(h), "exploits": h.exploits(ratio), "minutes": at.get(h.name)} for h in history]
     if work is not None:
         for p in passes:
@@ -40,11 +40,11 @@ def write_rounds(
         "random_check": random,
         "result": {"name": best.name, "path": best.path, "params": str(RunDir(best.path).params("best"))},
         "check_seeds": check_seeds(cfg),
-        "final_check": int(cfg.iterate.final_check),
-        "final_more": int(cfg.iterate.final_more),
+        "final_check": cfg.iterate.final_check,
+        "final_more": cfg.iterate.final_more,
         "stopped": stopped,
         "minutes": round(minutes, 2),
-        "clock": str(cfg.iterate.clock),
+        "clock": cfg.iterate.clock,
         **({"work_minutes": round(work.total, 2)} if work is not None else {}),
     }
     atomic_write_json(run.rounds_path, doc)

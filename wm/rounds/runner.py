@@ -128,7 +128,7 @@ def pass_last(cfg: Config, opts: PassOptions) -> str | None:
     """The last stage a pass runs as the rounds go: train-controller with `iterate.evaluate_passes: result` under round
     control (the checks score every pass; only the run's result plays the evaluation episodes, `evaluate_result`),
     else every stage (None)."""
-    on = evaluates_result_only(cfg) and int(cfg.iterate.rounds) > 0 and not opts.until
+    on = evaluates_result_only(cfg) and cfg.iterate.rounds > 0 and not opts.until
     return "train-controller" if on else None
 
 

@@ -41,7 +41,7 @@ CHECKS = ("check", "check-dream", "check-random")  # round control's own episode
 def rates(cfg: Config) -> dict[str, float]:
     """`iterate.work`: seconds per unit of work on the reference machine, refused in one line when the clock is
     `work` and they price nothing."""
-    r = {k: float(cfg.iterate.work[k]) for k in UNITS}
+    r = {k: cfg.iterate.work[k] for k in UNITS}
     if any(v < 0 for v in r.values()) or not any(v > 0 for v in r.values()):
         raise WMError(
             "iterate.clock: work needs iterate.work's seconds per unit on the reference machine (each ≥ 0, some > 0), "
@@ -73,15 +73,15 @@ def stage_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, di
         before = float(prev.done_info("collect").get("collect/frames", 0)) if prev is not None else 0.0
         total = float(info.get("collect/frames", 0))
         frames = max(0.0, total - before)
-        add("collect", "agent_frame" if str(cfg.collect.policy) == "agent" else "collect_frame", frames)
+        add("collect", "agent_frame" if cfg.collect.policy == "agent" else "collect_frame", frames)
     if (info := _done(where, "train-vae")) is not None:
-        add("train-vae", "vae_sample", float(info.get("steps", 0)) * int(cfg.vae.batch_size))
+        add("train-vae", "vae_sample", float(info.get("steps", 0)) * cfg.vae.batch_size)
     if (info := _done(where, "encode")) is not None:
         everything = int(info.get("written", 0)) >= int(info.get("episodes", 0)) > 0
         add("encode", "encode_frame", total if everything else frames)
     if (info := _done(where, "train-mdnrnn")) is not None:
         m = cfg.mdnrnn
-        add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * int(m.batch_size) * int(m.seq_len))
+        add("train-mdnrnn", "mdnrnn_sample", float(info.get("mdnrnn/step", 0)) * m.batch_size * m.seq_len)
     if _done(where, "train-controller") is not None:
         for unit, n in _controller_units(where, cfg).items():
             add("train-controller", unit, n)
@@ -113,17 +113,17 @@ def pass_units(where: RunDir, prev: RunDir | None, cfg: Config) -> dict[str, flo
 def _controller_units(where: RunDir, cfg: Config) -> dict[str, float]:
     es = cfg.es
     u = {"dream_step": 0.0, "real_step": 0.0}
-    per_gen = int(es.popsize) * int(es.trials)
-    key = "real_step" if str(es.fitness) == "real" else "dream_step"
+    per_gen = es.popsize * es.trials
+    key = "real_step" if es.fitness == "real" else "dream_step"
     gens: dict[int, Mapping[str, Any]] = {}
     for rec in read_jsonl(where.metrics_path("train-controller")):
         if "es/len_mean" in rec:
             gens[int(rec["step"])] = rec  # a resumed generation's record replaces the killed one's
     for rec in gens.values():
-        episodes = per_gen + (int(es.eval_episodes) if "es/eval_mean" in rec else 0)
+        episodes = per_gen + (es.eval_episodes if "es/eval_mean" in rec else 0)
         u[key] += float(rec["es/len_mean"]) * episodes
-    if int(es.pick_real) > 0:
-        u["real_step"] += len(where.check_files()) * int(es.pick_real) * int(cfg.env.max_steps)
+    if es.pick_real > 0:
+        u["real_step"] += len(where.check_files()) * es.pick_real * cfg.env.max_steps
     return u
 
 

@@ -129,6 +129,7 @@ class CollectWorker:
         from wm.envs import make_env
         from wm.envs.setup import setup
 
+        # cfg_dict is a cast Config's to_dict() (pickled to the worker; its types survive): no update() needed
         self.cfg, self.folder = Config(cfg_dict), Path(folder)
         self.adim = setup(self.cfg).action_dim
         self.env = make_env(self.cfg)
@@ -169,12 +170,12 @@ def collect_slot(
             from wm.rollouts.agent import AgentPolicy
 
             c = cfg.collect
-            policy = AgentPolicy(agent, rng, float(c.explore), int(c.hold_min), int(c.hold_max))
+            policy = AgentPolicy(agent, rng, c.explore, c.hold_min, c.hold_max)
         else:
             policy = make_policy(cfg, rng, adim)
-        ep = rollout(env, policy, cfg, env_seed, bool(cfg.collect.ignore_done))
+        ep = rollout(env, policy, cfg, env_seed, cfg.collect.ignore_done)
         steps += len(ep["done"])
-        if len(ep["done"]) > int(cfg.collect.min_length):
+        if len(ep["done"]) > cfg.collect.min_length:
             return ep, attempt + 1, steps
     raise WMError(
         f"episode slot {slot}: no episode longer than collect.min_length={cfg.collect.min_length} in {MAX_ATTEMPTS} attempts"
@@ -194,8 +195,8 @@ def _episodes(cfg: Config, folder: Path, todo: list[int], workers: int, log: Any
 
     args = (cfg.to_dict(), str(folder))
     if launched_size() > 1:
-        timeout = float(cfg.es.task_timeout)  # a rank slower than this on one episode: another rank plays it too
-        with make_pool(_rank_worker, args, timeout=timeout, retries=int(cfg.es.task_retries), log=log) as pool:
+        timeout = cfg.es.task_timeout  # a rank slower than this on one episode: another rank plays it too
+        with make_pool(_rank_worker, args, timeout=timeout, retries=cfg.es.task_retries, log=log) as pool:
             results = pool.map(_work, todo, on_result=lambda i, r: isinstance(r, TaskFailed) or on_result(r))
         lost = [r for r in results if isinstance(r, TaskFailed)]
         if lost:
@@ -266,7 +267,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
     # what the readers require of a file; its action size refuses an env this cannot play (collect.policy's choices
     # and the other ranges are config.RULES')
     spec = episode_spec(cfg)
-    if int(cfg.collect.min_length) >= int(cfg.env.max_steps):
+    if cfg.collect.min_length >= cfg.env.max_steps:
         raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
     if cfg.collect.policy == "agent":
         from wm.rollouts.agent import agent_source, check_agent_run
@@ -282,7 +283,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
     folder.mkdir(parents=True, exist_ok=True)
     for tmp in folder.glob(".tmp-ep_*"):  # torn writes of a killed run (never visible as episodes)
         tmp.unlink(missing_ok=True)
-    target = int(cfg.collect.episodes)
+    target = cfg.collect.episodes
     with make_logger(run, "collect") as log:
         good, todo = existing(folder, target, log, spec)
         frames = sum(good.values())

@@ -89,7 +89,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     from wm.models.vae import load_vae
     from wm.models.vae_tf import make_encoder
 
-    z_dim = int(cfg.vae.z_dim)
+    z_dim = cfg.vae.z_dim
     out = run.stage_dir("encode")
     _check_upstream(run, z_dim)
 
@@ -111,7 +111,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 def _encode_episodes(cfg: Config, encoder, episodes: list[Path], out: Path, tally: _Tally, t0: float, log) -> None:
     """Encode each episode into `out` (a valid existing output is kept), frame 0 of the first `encode.initial_z` good
     ones kept for initial_z; a file found damaged is named and skipped."""
-    z_dim, bs, n_init = int(cfg.vae.z_dim), int(cfg.encode.batch_size), int(cfg.encode.initial_z)
+    z_dim, bs, n_init = cfg.vae.z_dim, cfg.encode.batch_size, cfg.encode.initial_z
     good, last = tally.good, 0.0
     for path in episodes:
         target = out / episode_name(episode_index(path))
@@ -156,7 +156,7 @@ def _encode_episodes(cfg: Config, encoder, episodes: list[Path], out: Path, tall
 
 def _finish(cfg: Config, run: RunDir, tally: _Tally, t0: float, log) -> None:
     """Write initial_z, the last record and DONE."""
-    n_init, good, bad = int(cfg.encode.initial_z), tally.good, tally.bad
+    n_init, good, bad = cfg.encode.initial_z, tally.good, tally.bad
     k = sorted(tally.initial)[:n_init]
     initial = tally.initial
     atomic_savez(run.initial_z, mu=np.stack([initial[i][0] for i in k]), logvar=np.stack([initial[i][1] for i in k]))
@@ -167,7 +167,7 @@ def _finish(cfg: Config, run: RunDir, tally: _Tally, t0: float, log) -> None:
         "written": tally.written,
         "kept": tally.skipped,
         "bad_files": bad,
-        "z_dim": int(cfg.vae.z_dim),
+        "z_dim": cfg.vae.z_dim,
         "initial_z": len(k),
         "frames_per_s": round(fps, 1),
     }

@@ -87,13 +87,13 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
     if not continues(opts) or opts.force:
         return
-    if int(cfg.es.draws) > 1:
+    if cfg.es.draws > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
     st = stored_state(run)  # before anything is written: an older pickle is refused here
     if st is None:
         raise WMError(f"--extend: no checkpoint {state_path(run)} to continue; train first (or use --force)")
     done = int(st.get("generation", 0))
-    if int(cfg.es.generations) <= done:
+    if cfg.es.generations <= done:
         raise WMError(
             f"--extend: {done} generations are trained and es.generations is {cfg.es.generations}; "
             f"pass --set es.generations=N with N > {done}"
@@ -110,30 +110,28 @@ def check_upstream(cfg: Config, run: RunDir) -> None:
         raise WMError(f"{run.stage_dir('train-mdnrnn')}/DONE missing: run train-mdnrnn first")
     if kind == "dream" and not run.initial_z.exists():
         raise WMError(f"{run.initial_z} missing: run encode first (the dream starts from it)")
-    if (kind == "real" or int(cfg.es.pick_real) > 0) and not run.is_done("train-vae"):
+    if (kind == "real" or cfg.es.pick_real > 0) and not run.is_done("train-vae"):
         raise WMError(f"{run.stage_dir('train-vae')}/DONE missing: run train-vae first (real episodes encode frames with V)")
 
 
 def eval_seeds(cfg: Config) -> np.ndarray:
     """The fixed seeds of every evaluation of the mean (the authors used 0…63 × 16 episodes each, §7)."""
-    return np.random.default_rng([int(cfg.es.seed), 0xE7A1]).integers(
-        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.eval_episodes), dtype=np.int64
+    return np.random.default_rng([cfg.es.seed, 0xE7A1]).integers(
+        TRAINING_FLOOR, SEED_HIGH, cfg.es.eval_episodes, dtype=np.int64
     )
 
 
 def pick_seeds(cfg: Config) -> np.ndarray:
     """The fixed training-side seeds of `es.pick_real`'s real episodes (every check plays the same ones)."""
-    return np.random.default_rng([int(cfg.es.seed), 0x91C4]).integers(
-        TRAINING_FLOOR, SEED_HIGH, int(cfg.es.pick_real), dtype=np.int64
-    )
+    return np.random.default_rng([cfg.es.seed, 0x91C4]).integers(TRAINING_FLOOR, SEED_HIGH, cfg.es.pick_real, dtype=np.int64)
 
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     """Members per task: `es.chunk`, or when 0 (auto) the whole slice of each worker for dream fitness (one
     batched graph per worker is fastest) and a quarter of it for real fitness (uneven episode lengths stay
     balanced across ranks)."""
-    if int(es_cfg.chunk) > 0:
-        return int(es_cfg.chunk)
+    if es_cfg.chunk > 0:
+        return es_cfg.chunk
     per_worker = -(-popsize // max(1, workers))
     return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
 
@@ -176,7 +174,7 @@ def _fresh_es(es_cfg: Any, n: int, draw: int) -> Any:
     """CMA-ES (or `es.algorithm`) afresh for draw `draw`: from zero, seeded `es.seed + draw`."""
     from wm.es.others import make_es
 
-    return make_es(es_cfg, n, seed=int(es_cfg.seed) + draw)
+    return make_es(es_cfg, n, seed=es_cfg.seed + draw)
 
 
 def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path, n: int) -> tuple[Any, dict[str, Any]]:
@@ -185,9 +183,9 @@ def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path,
     from wm.es.others import es_from_state
 
     es_cfg = cfg.es
-    P, G, D = int(es_cfg.popsize), int(es_cfg.generations), int(es_cfg.draws)
+    P, G, D = es_cfg.popsize, es_cfg.generations, es_cfg.draws
     if stored is not None:
-        st = check_state(stored, spath, n, P, str(es_cfg.algorithm))
+        st = check_state(stored, spath, n, P, es_cfg.algorithm)
         if (D > 1 or st.get("draw", 0)) and st.get("draw_generations", G) != G:
             raise WMError(
                 f"{spath}: its draws are {st.get('draw_generations')} generations long and es.generations is "
@@ -228,7 +226,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
 
     check_upstream(cfg, run)
     es_cfg = cfg.es
-    G, D = int(es_cfg.generations), int(es_cfg.draws)
+    G, D = es_cfg.generations, es_cfg.draws
     n = setup(cfg).n_params
     out = run.stage_dir(VERB)
     spath, metrics = state_path(run), run.metrics_path(VERB)
@@ -254,7 +252,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
         pool, chunk = _open_pool(spec, es_cfg, log, stop, devices if batched else None)
         try:
             rec = _generations(t, pool, chunk, stop, stop_after, gen0, log)
-            picked = _pick_real(cfg, run, pool, spec, log) if int(es_cfg.pick_real) > 0 else {}
+            picked = _pick_real(cfg, run, pool, spec, log) if es_cfg.pick_real > 0 else {}
         except KeyboardInterrupt:
             if "es" in st:
                 write_state(spath, st)  # the last complete generation; the one in flight is dropped
@@ -288,14 +286,14 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
 def _log_start(log: Any, cfg: Config, n: int, gen0: int) -> None:
     """The training's first line: resuming or starting, the optimiser, its sizes and the generation it starts at."""
     es_cfg = cfg.es
-    G, D = int(es_cfg.generations), int(es_cfg.draws)
+    G, D = es_cfg.generations, es_cfg.draws
     log.info(
         "%s %s: %d params, pop %d × %d episodes, fitness %s, generation %d/%d%s%s",
         "resuming" if gen0 else "starting",
-        {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(str(es_cfg.algorithm), es_cfg.algorithm),
+        {"cma": "CMA-ES", "openes": "OpenES", "pepg": "PEPG", "ga": "GA"}.get(es_cfg.algorithm, es_cfg.algorithm),
         n,
-        int(es_cfg.popsize),
-        int(es_cfg.trials),
+        es_cfg.popsize,
+        es_cfg.trials,
         es_cfg.fitness,
         gen0,
         G * D,
@@ -314,7 +312,7 @@ def _open_pool(spec: Any, es_cfg: Any, log: Any, stop: Any, devices: Any) -> tup
         pool = make_pool(init_worker, (spec,), timeout=es_cfg.task_timeout, retries=es_cfg.task_retries, log=log, stop=stop)
     except RuntimeError as e:
         raise WMError(str(e)) from None
-    chunk = task_chunk(es_cfg, int(es_cfg.popsize), pool.size)
+    chunk = task_chunk(es_cfg, es_cfg.popsize, pool.size)
     log.info(
         "%d evaluating process(es), %d member(s) per task%s",
         pool.size,
@@ -326,7 +324,7 @@ def _open_pool(spec: Any, es_cfg: Any, log: Any, stop: Any, devices: Any) -> tup
 
 def _generations(t: _Training, pool: Any, chunk: int, stop: Any, stop_after: int, gen0: int, log: Any) -> dict[str, Any]:
     """Every generation left (of every draw), until done or stopped (KeyboardInterrupt); returns the last's record."""
-    G, D = int(t.cfg.es.generations), int(t.cfg.es.draws)
+    G, D = t.cfg.es.generations, t.cfg.es.draws
     rec: dict[str, Any] = {}
     while t.st["generation"] < G * D:
         if stop_after and t.st["generation"] - gen0 >= stop_after:
@@ -344,7 +342,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
     from wm.rollouts.engine import evaluate_task, gather, make_tasks
 
     cfg, es_cfg, st, es = t.cfg, t.cfg.es, t.st, t.es
-    P, K, G, D = int(es_cfg.popsize), int(es_cfg.trials), int(es_cfg.generations), int(es_cfg.draws)
+    P, K, G, D = es_cfg.popsize, es_cfg.trials, es_cfg.generations, es_cfg.draws
     t0 = time.time()
     params = es.ask()
     budget = fitness_budget(cfg, t.curriculum)
@@ -376,7 +374,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
         t.curriculum.update(float(np.nanmean(fitness)) if np.isfinite(fitness).any() else -np.inf)
     episodes = P * K
     mean = es.mean
-    if local % int(es_cfg.eval_every) == 0 or local == G:
+    if local % es_cfg.eval_every == 0 or local == G:
         episodes += _check_mean(t, pool, chunk, mean, gen, draw, rec)
     dt = time.time() - t0
     st["elapsed"] += dt
@@ -387,7 +385,7 @@ def _generation(t: _Training, pool: Any, chunk: int, log: Any) -> dict[str, Any]
         st["draw"] = draw + 1
         t.es = _fresh_es(es_cfg, t.n, draw + 1)
         t.curriculum = Curriculum.from_config(cfg)  # a real-fitness episode budget starts over too
-        log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, int(es_cfg.seed) + draw + 1)
+        log.info("draw %d/%d: CMA-ES afresh, seed %d", draw + 2, D, es_cfg.seed + draw + 1)
     st.update(generation=gen, es=t.es.state_dict(), metrics_bytes=t.metrics.stat().st_size)
     st["curriculum"] = t.curriculum.state_dict()
     write_state(t.spath, st)
@@ -399,7 +397,7 @@ def _check_mean(t: _Training, pool: Any, chunk: int, mean: np.ndarray, gen: int,
     added to `rec`; returns the episodes it played."""
     from wm.rollouts.engine import evaluate_task, gather, make_tasks
 
-    st, run, K = t.st, t.run, int(t.cfg.es.trials)
+    st, run, K = t.st, t.run, t.cfg.es.trials
     E = len(t.seeds_eval)
     rows = -(-E // K)
     padded = np.resize(t.seeds_eval, rows * K).reshape(rows, K)
@@ -426,7 +424,7 @@ def _pick_real(cfg: Config, run: RunDir, pool: Any, spec: Any, log: Any) -> dict
 
     from wm.rollouts.engine import evaluate_task, gather, init_worker, make_tasks
 
-    N = int(cfg.es.pick_real)
+    N = cfg.es.pick_real
     found = run.checks()
     files, checks = [f for f, _ in found], [c for _, c in found]
     todo = [i for i, c in enumerate(checks) if int(c.get("real_episodes", 0)) != N]

@@ -75,7 +75,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     # mdnrnn.batching's choices and done_horizon ≥ 1 are config.RULES': a config that breaks them never reaches here
     a_dim = setup(cfg).action_dim
     with make_logger(run, "train-mdnrnn") as log:
-        reward_head = bool(m_cfg.predict_reward)
+        reward_head = m_cfg.predict_reward
         series = _series(cfg, run, a_dim, log)
         model = _model(cfg, a_dim, log)
         opt = make_optimizer(m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay, m_cfg.adam_eps, m_cfg.grad_clip)
@@ -116,15 +116,15 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
 
 def _step(cfg: Config, model: Any, opt: Any, backend: str) -> tuple[Any, Any]:
     """The backend's compiled step `(batch, (c, h)) -> (nll, done_loss, reward_loss, final)` and its `sync`."""
-    m_cfg, seed = cfg.mdnrnn, int(cfg.run.seed)
+    m_cfg, seed = cfg.mdnrnn, cfg.run.seed
     if backend == "jax":
         from wm.models.jax_steps import MDNRNNSteps
 
-        steps = MDNRNNSteps(model, opt, m_cfg.done_weight, seed, float(m_cfg.reward_weight))
+        steps = MDNRNNSteps(model, opt, m_cfg.done_weight, seed, m_cfg.reward_weight)
         return steps.train, steps.sync
     from wm.models.mdnrnn_tf import make_train_step
 
-    return make_train_step(model, opt, m_cfg.done_weight, seed, float(m_cfg.reward_weight)), lambda: None
+    return make_train_step(model, opt, m_cfg.done_weight, seed, m_cfg.reward_weight), lambda: None
 
 
 def _series(cfg: Config, run: RunDir, a_dim: int, log: Any) -> Any:
@@ -138,8 +138,8 @@ def _series(cfg: Config, run: RunDir, a_dim: int, log: Any) -> Any:
         a_dim,
         log,
         max_bad_share=cfg.data.max_bad_share,
-        rewards=bool(m_cfg.predict_reward),
-        dones=bool(m_cfg.predict_done),
+        rewards=m_cfg.predict_reward,
+        dones=m_cfg.predict_done,
     )
     log.info("series: %d episodes, %d frames, %d bad files skipped", series.n_episodes, series.n_frames, series.bad_files)
     if series.terminal is not None:  # the done head's positives (CarRacing: episodes cut at their first done)
@@ -154,7 +154,7 @@ def _model(cfg: Config, a_dim: int, log: Any) -> Any:
     from wm.models.mdnrnn import MDNRNN
 
     m_cfg = cfg.mdnrnn
-    backend.seed_keras(int(cfg.run.seed))  # the same initial weights on a rerun without a checkpoint
+    backend.seed_keras(cfg.run.seed)  # the same initial weights on a rerun without a checkpoint
     model = MDNRNN(
         cfg.vae.z_dim,
         a_dim,
@@ -163,7 +163,7 @@ def _model(cfg: Config, a_dim: int, log: Any) -> Any:
         m_cfg.predict_done,
         lstm=m_cfg.lstm,
         dropout=m_cfg.dropout,
-        predict_reward=bool(m_cfg.predict_reward),
+        predict_reward=m_cfg.predict_reward,
     )
     log.info("LSTM: %s (mdnrnn.lstm: %s), dropout %g", model.lstm_impl, m_cfg.lstm, model.dropout)
     return model
@@ -184,7 +184,7 @@ def _restore(
     elif m_cfg.init_from:
         warm_start(model, run.resolve(m_cfg.init_from))
         log.info("warm start from %s", m_cfg.init_from)
-    schedule = [float(m_cfg.lr), float(m_cfg.lr_min), float(m_cfg.lr_decay)]
+    schedule = [m_cfg.lr, m_cfg.lr_min, m_cfg.lr_decay]
     if state["step"] and state.get("lr_schedule", schedule) != schedule:  # the schedule follows config.yaml: say so
         log.warning(
             "mdnrnn.lr/lr_min/lr_decay changed since the checkpoint: %s -> %s; the resumed optimiser uses "
@@ -252,7 +252,7 @@ def _train_episodes(fit: _Fit, cfg: Config, series: Any) -> None:
 
     m_cfg, state = cfg.mdnrnn, fit.state
     batches = EpisodeBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.predict_done, m_cfg.done_horizon)
-    todo = (_tensors(batches.batch(k)) for k in range(state["step"], int(m_cfg.steps)))
+    todo = (_tensors(batches.batch(k)) for k in range(state["step"], m_cfg.steps))
     with closing(prefetch(todo)) as items:
         for batch in items:
             _one(fit, batch, fit.model.initial_state(m_cfg.batch_size))
@@ -276,7 +276,7 @@ def _train_streams(fit: _Fit, cfg: Config, series: Any, log: Any) -> None:
     batches = StreamBatches(series, m_cfg.batch_size, m_cfg.seq_len, cfg.run.seed, m_cfg.done_horizon)
     log.info("streams: %d × %d-step chunks per epoch", batches.n_chunks, m_cfg.seq_len)
     carry = _load_carry(fit.out / "carry.npz", state, model, m_cfg.batch_size)
-    with closing(prefetch(_chunks(batches, int(m_cfg.epochs), state["epoch"], state["chunk"]))) as items:
+    with closing(prefetch(_chunks(batches, m_cfg.epochs, state["epoch"], state["chunk"]))) as items:
         for e, i, batch in items:
             if e != state["epoch"]:  # a new epoch: zero state at its start (§4)
                 state["epoch"], state["chunk"] = e, 0
@@ -286,7 +286,7 @@ def _train_streams(fit: _Fit, cfg: Config, series: Any, log: Any) -> None:
             if state["step"] % m_cfg.checkpoint_every == 0:
                 _checkpoint(fit, carry)
     if state["epoch"] < m_cfg.epochs:  # the last epoch ran to its end
-        state["epoch"], state["chunk"] = int(m_cfg.epochs), 0
+        state["epoch"], state["chunk"] = m_cfg.epochs, 0
         carry = model.initial_state(m_cfg.batch_size)
     _checkpoint(fit, carry)
 
@@ -333,12 +333,12 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
 
-    n = int(cfg.mdnrnn.preview_episodes)
+    n = cfg.mdnrnn.preview_episodes
     if n <= 0:
         return
     world = load_world(cfg, run, need=("vae", "initial_z"))
     vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
-    steps = min(PREVIEW_STEPS, int(cfg.dream.max_steps))
+    steps = min(PREVIEW_STEPS, cfg.dream.max_steps)
     env = DreamEnv(
         model,
         ctrl,

@@ -61,7 +61,7 @@ def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[i
     # the one validation path: misshapen and corrupt files are named and skipped here, before TensorFlow sees them
     checked = check_folder(folder, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
     paths, lengths = list(checked.paths), list(checked.lengths)
-    n = int(cfg.vae.episodes)
+    n = cfg.vae.episodes
     if n > 0:  # V on n episodes only: its step budget, not the dataset size, is what costs
         if len(paths) < n:
             log.warning("vae.episodes=%d but only %d readable episodes: using them all", n, len(paths))
@@ -116,7 +116,7 @@ class _Steps:
 
 def _steps(cfg: Config, model: Any, optimizer: Any, strategy: Any, rates: dict | None, backend: str) -> _Steps:
     """The backend's steps for `model` (after any checkpoint restore: the JAX steps read the variables once)."""
-    v, seed = cfg.vae, int(cfg.run.seed)
+    v, seed = cfg.vae, cfg.run.seed
     if backend == "jax":
         from wm.models.jax_steps import VAESteps
 
@@ -187,10 +187,10 @@ def _build(cfg: Config, strategy: Any, out: Path, train_frames: int, log: Logger
     if strategy is not None:
         from wm.models.vae_tf import probes_xla, xla_probe
 
-        if probes_xla(v.jit_compile, strategy, train_frames * int(v.epochs)):  # before the seed: it draws weights
-            rates = xla_probe(v.z_dim, int(v.batch_size), float(v.kl_tolerance))
+        if probes_xla(v.jit_compile, strategy, train_frames * v.epochs):  # before the seed: it draws weights
+            rates = xla_probe(v.z_dim, v.batch_size, v.kl_tolerance)
             log.info("vae.jit_compile auto: graph step %.1f frames/s, XLA %.1f on this CPU", rates["graph"], rates["xla"])
-    backend.seed_keras(int(cfg.run.seed))  # the initial weights depend on the run seed only
+    backend.seed_keras(cfg.run.seed)  # the initial weights depend on the run seed only
     with strategy.scope() if strategy is not None else nullcontext():
         model = ConvVAE(v.z_dim)
         optimizer = make_optimizer(v.lr, v.adam_eps, v.mixed_precision)
@@ -232,7 +232,7 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     strategy = None
     if name == "tensorflow":
         tf_setup.setup(mixed_precision=v.mixed_precision)
-        strategy = tf_setup.strategy(multi=bool(v.multi_gpu))
+        strategy = tf_setup.strategy(multi=v.multi_gpu)
     rates, model, optimizer, ckpt = _build(cfg, strategy, out, data.train_frames, log)
     state = _restore(ckpt, data.data_id, force, log)
     early = EarlyStopping.from_state(state.get("early"), v.early_stop_patience)
@@ -313,7 +313,7 @@ def _train_epoch(loop: _Loop, epoch: int, stop_at_step: int | None) -> None:
     ds = loop.steps.batches(
         loop.data.train_paths,
         v.batch_size,
-        seed=int(loop.cfg.run.seed),
+        seed=loop.cfg.run.seed,
         epoch=epoch,
         shuffle_buffer=v.shuffle_buffer,
         skip_batches=state["batch"],

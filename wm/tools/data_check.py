@@ -45,12 +45,12 @@ def summarise(run: RunDir, full: bool = False) -> dict:
     out = {"run": str(run.path), "episodes": len(lengths), "frames": int(n.sum()), "bad_files": bad}
     series = run.stage_dir("encode")
     if series.exists():
-        z_dim = int(cfg.vae.z_dim) if cfg is not None and "vae" in cfg else None
+        z_dim = cfg.vae.z_dim if cfg is not None and "vae" in cfg else None
         checked = list(_scan(series, "series", full, {"z_dim": z_dim, "action_dim": spec.get("action_dim")}))
         out["series"] = sum(1 for _, _, reason in checked if reason is None)
         out["series_bad_files"] = [{"file": p.name, "reason": r} for p, _, r in checked if r is not None]
     if cfg is not None and "collect" in cfg:
-        out["target"] = int(cfg.collect.episodes)
+        out["target"] = cfg.collect.episodes
     if len(n):
         out.update(
             length_min=int(n.min()), length_mean=float(n.mean()), length_median=float(np.median(n)), length_max=int(n.max())

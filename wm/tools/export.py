@@ -176,7 +176,7 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
             "params": params,
             "note": note,
             # eval/real scored evaluate.params' C: recorded only when that is the C exported
-            "real": score(where, "real", first=10) if params == str(where.load_config().evaluate.params) else None,
+            "real": score(where, "real", first=10) if params == where.load_config().evaluate.params else None,
             "random": score(src_run, "random") or score(where, "random"),
             "weights_dtype": "float16 (V, M); float32 (C, initial z)",
             "exported_at_commit": suite_commit(),

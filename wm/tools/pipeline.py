@@ -101,32 +101,32 @@ def main(args: argparse.Namespace) -> int:
     if not args.configs:  # only --configs starts a run: a typo in --run must not start hours of work from the defaults
         existing_run(run)
     cfg = resolve_config(args)
-    if int(cfg.iterate.rounds) > 0 and not opts.until:
+    if cfg.iterate.rounds > 0 and not opts.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
         check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
     # round control with a target: what tells a pass that plays from one that does not (learned_set)
-    targeted = int(cfg.iterate.check_episodes) > 0 and float(cfg.iterate.target_ratio) > 0
+    targeted = cfg.iterate.check_episodes > 0 and cfg.iterate.target_ratio > 0
     if cfg.iterate.learned_set and not targeted:
         raise WMError(
             "iterate.learned_set applies after a pass whose real check reaches iterate.target_ratio × random: "
             "it needs round control (iterate.check_episodes > 0) and iterate.target_ratio > 0, "
             "or set 'iterate.learned_set=[]'"
         )
-    if str(cfg.iterate.clock) == "work":  # its choices and evaluate_passes' are config.RULES'
+    if cfg.iterate.clock == "work":  # its choices and evaluate_passes' are config.RULES'
         work_rates(cfg)  # one line now when they price nothing, not after the first pass
-    if str(cfg.iterate.evaluate_passes) == "result" and int(cfg.iterate.rounds) > 0 and int(cfg.iterate.check_episodes) <= 0:
+    if cfg.iterate.evaluate_passes == "result" and cfg.iterate.rounds > 0 and cfg.iterate.check_episodes <= 0:
         raise WMError(
             "iterate.evaluate_passes=result evaluates only the pass round control picks: it needs "
             "iterate.check_episodes > 0, or set 'iterate.evaluate_passes=all'"
         )
-    if int(cfg.iterate.final_check) > 0:
-        if int(cfg.iterate.check_episodes) <= 0:
+    if cfg.iterate.final_check > 0:
+        if cfg.iterate.check_episodes <= 0:
             raise WMError(
                 "iterate.final_check picks among the passes round control checked: it needs "
                 "iterate.check_episodes > 0, or set 'iterate.final_check=0'"
             )
         # its seeds overlap the evaluation's: one line now, not at the end
-        check_seeds(cfg, int(cfg.iterate.final_check) + max(int(cfg.iterate.final_more), 0))
+        check_seeds(cfg, cfg.iterate.final_check + max(cfg.iterate.final_more, 0))
     cfg = run.bind_config(cfg, None)
     if opts.force and (old := round_dirs(run.path)):
         raise WMError(

@@ -103,7 +103,7 @@ class PlaySession:
         from wm.rollouts.world import load_world
 
         self.cfg, self.real, self.agent = cfg, bool(real), bool(agent)
-        self.env_name = str(cfg.env.name)
+        self.env_name = cfg.env.name
         self.next_seed = int(seed)
         need = ("vae", "mdnrnn") + (("params",) if agent else ()) + (() if real else ("initial_z",))
         self.world = load_world(cfg, run, need=need, params="best")

@@ -38,7 +38,7 @@ def result_only(run: RunDir) -> bool:
     cfg = run.load_config()
     if cfg is None or not evaluates_result_only(cfg):
         return False
-    return int(cfg.iterate.rounds) > 0 or re.fullmatch(r"round\d+", run.path.name) is not None
+    return cfg.iterate.rounds > 0 or re.fullmatch(r"round\d+", run.path.name) is not None
 
 
 def stage_rows(run: RunDir) -> list[tuple[str, str, dict[str, Any]]]:

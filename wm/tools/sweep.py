@@ -66,7 +66,7 @@ def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], swee
         ocfg = other.load_config()
         if ocfg is None:
             raise WMError(f"--sweep-runs: {other.config_path} not found")
-        trained[float(ocfg.dream.temperature)] = other
+        trained[ocfg.dream.temperature] = other
     return {t: next((r for k, r in trained.items() if abs(k - t) < 1e-6), run) for t in temperatures}
 
 
@@ -100,7 +100,7 @@ def run_sweep(
     rows: list[dict[str, Any]] = []
     # under mpirun/srun one MPI pool plays every row's real episodes (each controller its own context): a closed pool
     # has stopped the worker ranks
-    with make_logger(run, "evaluate") as log, job_pool(float(cfg.es.task_timeout), log) as pool:
+    with make_logger(run, "evaluate") as log, job_pool(cfg.es.task_timeout, log) as pool:
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
@@ -127,7 +127,7 @@ def run_sweep(
                     "real": real,
                     "controller_run": str(src.path),
                     "params_file": str(pfile),
-                    "trained_temperature": float(scfg.dream.temperature),
+                    "trained_temperature": scfg.dream.temperature,
                     "paper": paper_row(tau),
                 }
             )
@@ -277,7 +277,7 @@ def run_all(
             raise WMError(f"train-controller failed in {dst.path}; see its log, rerun the same command to resume")
         print(f"[sweep] τ {tau:g}: trained in {duration(time.time() - t0)}", flush=True)
     cfg = cfg or src.load_config()
-    n = episodes or (int(cfg.evaluate.episodes) if cfg is not None else 0)
+    n = episodes or (cfg.evaluate.episodes if cfg is not None else 0)
     if not force and table_is_current(src, taus, made, n):
         print(f"[sweep] the table is already written ({src.artifact('tau_sweep')}): skipped; --force plays it again")
         return 0
