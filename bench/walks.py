@@ -36,6 +36,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from wm.core.rundir import RunDir  # noqa: E402  (the checkout's wm, after the path above)
 
 # The child: trace one walk, print its figures as JSON on the last line.
 _CHILD = r"""
@@ -80,7 +83,7 @@ else:
     sys.setprofile(profile)
     if walk == "record":
         import numpy as np
-        params = np.load(Path(run) / "controller" / "best.npz")["params"]
+        params = np.load(rd.artifact("params_best"))["params"]
         recording.record_episode(cfg, rd, "real", params, 0)
     else:
         world.load_world(cfg, rd, need=("vae", "mdnrnn", "params"))
@@ -109,8 +112,8 @@ def main() -> None:
     ap.add_argument("--walks", nargs="+", default=["command", "record", "world"], choices=["command", "record", "world"])
     ap.add_argument("--names", action="store_true", help="list each walk's stops (file:function) too")
     a = ap.parse_args()
-    if not (a.run / "controller" / "best.npz").is_file():  # `make bench` runs every script without arguments
-        print(json.dumps({"skipped": f"{a.run}: not a finished run (no controller/best.npz); make demo writes one"}))
+    if not RunDir(a.run).artifact("params_best").is_file():  # `make bench` runs every script without arguments
+        print(json.dumps({"skipped": f"{a.run}: not a finished run (no C's parameters); make demo writes one"}))
         return
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     print(json.dumps({"commit": commit.strip(), **{w: walk(w, a.run, a.names) for w in a.walks}}, indent=1))

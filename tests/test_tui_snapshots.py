@@ -77,6 +77,15 @@ async def polled(pilot) -> None:
     """Wait for the poll worker's first snapshot (the stage table's states)."""
     await wait_until(pilot, lambda: cells(pilot.app, "evaluate")[2] != "")
     await wait_until(pilot, lambda: any("collect finished" in ln for ln in screen(pilot.app).query_one("#output-log").lines))
+    # and the figures column widened to its longest figures (DataTable measures it on a later refresh: under load a
+    # snapshot could catch the old width)
+    table = screen(pilot.app).query_one("#stages")
+
+    def measured() -> bool:
+        return table.columns["figs"].content_width >= max(len(str(table.get_cell(v, "figs"))) for v in table.rows)
+
+    await wait_until(pilot, measured)
+    await pilot.pause()
 
 
 def test_run_screen_stage_table(run, snap_compare):
