@@ -89,6 +89,7 @@ class StageTable(DataTable):
         super().__init__(id="stages", cursor_type="row", zebra_stripes=False)
         self.run = run
         self.reported: set[int] = set()  # launched processes whose end has been notified
+        self.drawn_widths: tuple[int, ...] = ()  # the column widths the table last drew its lines at
 
     def on_mount(self) -> None:
         self.add_column(" ", key="mark", width=1)
@@ -109,6 +110,7 @@ class StageTable(DataTable):
         return (proc is not None and proc.running) or self.states.get(verb) in BUSY
 
     def watch_snapshot(self, snap: RunSnapshot) -> None:
+        self.redraw_if_widened()
         if snap.rows is None:  # the states could not be read this time: keep what is shown
             return
         cells = dict(self.cells)
@@ -134,3 +136,14 @@ class StageTable(DataTable):
             for key, was, now in zip(COLUMNS, old.get(verb, ("", "", "")), row, strict=True):
                 if now != was:  # the figures column grows (and shrinks) to its longest figures
                     self.update_cell(verb, key, now, update_width=key == "figs")
+        self.set_timer(0.2, self.redraw_if_widened)
+
+    def redraw_if_widened(self) -> None:
+        """Textual's DataTable measures a column's new width when idle but keeps the lines it drew before at the old
+        width until a cell changes again, so a figure could stay cut: once the widths differ from those last drawn,
+        its caches are dropped and it draws again (checked after each change and at every read)."""
+        widths = tuple(c.get_render_width(self) for c in self.ordered_columns)
+        if widths != self.drawn_widths:
+            self.drawn_widths = widths
+            self._clear_caches()
+            self.refresh()
