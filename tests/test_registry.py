@@ -45,45 +45,56 @@ def test_stage_records_are_consistent():
     assert [s.verb for s in registry.stages_with_role("data", "world")] == ["collect", "train-vae", "encode", "train-mdnrnn"]
 
 
-def test_every_stage_options_is_filled_by_its_flags():
-    """Each stage's `Options` is a frozen dataclass whose every field is a flag of its subparser (`wm.cli.build_parser`)
-    with the flag's default, and every flag of its own `add_args` is a field: a flag renamed without its field (or
-    the other way round) fails here, not at a user's run."""
+def test_every_stage_options_field_is_a_flag_of_its_subparser():
+    """Each stage's `Options` is a frozen dataclass whose every field is a flag `--<name>` of its subparser
+    (`wm.cli.build_parser`) with the field's default, and every flag of the subparser beyond the shared ones
+    (`wm.core.commands.add_run_args`) is a field: the dataclass is the one declaration of the stage's flags."""
     import dataclasses
 
     from wm.cli import build_parser
+    from wm.core.commands import add_run_args
 
+    shared = argparse.ArgumentParser()
+    add_run_args(shared)
+    shared_dests = {a.dest for a in shared._actions}
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     for s in registry.STAGES:
         mod = registry.load_stage(s.verb)
         assert dataclasses.is_dataclass(mod.Options), s.verb
         with pytest.raises(dataclasses.FrozenInstanceError):
             mod.Options().x = 1  # frozen: what run and the hooks read cannot change under them
-        names = {f.name for f in dataclasses.fields(mod.Options)}
-        dests = {a.dest for a in sub.choices[s.verb]._actions} - {"help"}
-        assert names <= dests, (s.verb, names - dests)
-        own = argparse.ArgumentParser()
-        add_args = registry.hooks(mod).add_args
-        if add_args is not None:
-            add_args(own)
-        assert {a.dest for a in own._actions} - {"help"} <= names, s.verb
+        actions = {a.dest: a for a in sub.choices[s.verb]._actions}
+        for f in dataclasses.fields(mod.Options):
+            assert f.name in actions, (s.verb, f.name)
+            assert f"--{f.name.replace('_', '-')}" in actions[f.name].option_strings, (s.verb, f.name)
+            default = actions[f.name].default
+            assert (tuple(default) if isinstance(default, list) else default) == f.default, (s.verb, f.name)
+        assert set(actions) - shared_dests - {"help"} == {f.name for f in dataclasses.fields(mod.Options)} - shared_dests
         parsed = sub.choices[s.verb].parse_args(["--run", "r"])
         assert registry.options(mod, parsed) == mod.Options(), s.verb  # every field has its flag's default
 
 
-def test_options_refuses_a_field_no_flag_fills():
+def test_a_field_added_to_a_stage_options_is_its_flag_with_no_other_edit(monkeypatch):
+    """A field declared with `flag` in a stage's `Options` is in the stage's --help and in the `Options` the CLI
+    builds, without a line anywhere else."""
     import dataclasses
-    import types
 
-    @dataclasses.dataclass(frozen=True)
-    class Options:
-        old_name: int = 0
+    from wm.cli import build_parser
+    from wm.core.errors import WMError
+    from wm.core.flags import flag
 
-    mod = types.ModuleType("wm.stages.renamed")
-    mod.Options = Options
-    with pytest.raises(TypeError, match=r"wm\.stages\.renamed\.Options\.old_name: no flag .*--old-name"):
-        registry.options(mod, argparse.Namespace(new_name=3))
-    assert registry.options(mod, argparse.Namespace(old_name=3, other=[1])) == mod.Options(old_name=3)
+    mod = registry.load_stage("evaluate")
+    extra = [("new_knob", int | None, flag(None, "a knob only Options declares", metavar="K"))]
+    Options = dataclasses.make_dataclass("Options", extra, bases=(mod.Options,), frozen=True)
+    monkeypatch.setattr(mod, "Options", Options)
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["evaluate"].format_help()
+    assert "--new-knob K" in text and "a knob only Options declares" in text
+    assert text.index("--tag TAG") < text.index("--new-knob K")  # after the fields before it
+    opts = registry.options(mod, sub.choices["evaluate"].parse_args(["--run", "r", "--new-knob", "4", "--dream"]))
+    assert opts == Options(new_knob=4, dream=True)
+    with pytest.raises(WMError, match="--episodes must be"):
+        registry.options(mod, sub.choices["evaluate"].parse_args(["--run", "r", "--episodes", "0"]))  # __post_init__
 
 
 @pytest.mark.parametrize(

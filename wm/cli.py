@@ -4,10 +4,10 @@ Importing this module must stay cheap: no TensorFlow, gymnasium, ViZDoom, cma or
 module reached from here (stage modules import those inside `run`). The verbs come from the stage registry
 (`wm.core.registry`).
 
-Stage modules (`wm/stages/<x>.py`) expose `Options` (a frozen dataclass of the flags the stage reads) and
-`run(cfg: Config, run: RunDir, opts: Options) -> None`, and optionally `add_args(parser)`; `run_stage` builds the
-`Options` from the parsed flags once (`wm.core.registry.options`). Tool modules expose `main(args) -> int` and
-optionally `add_args(parser)`.
+Stage modules (`wm/stages/<x>.py`) expose `Options` (a frozen dataclass of the flags the stage reads, which are
+built from its fields: `wm.core.flags`) and `run(cfg: Config, run: RunDir, opts: Options) -> None`; `run_stage`
+builds the `Options` from the parsed flags once (`wm.core.registry.options`). Tool modules expose
+`main(args) -> int` and optionally `add_args(parser)`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from wm.core.commands import add_run_args, existing_run, resolve_config
 from wm.core.errors import WMError
+from wm.core.flags import add_flags
 from wm.core.registry import StageHooks, hooks, load_stage, options
 
 if TYPE_CHECKING:
@@ -48,10 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(v.verb, help=v.help, description=v.help)
         mod = load_stage(v.verb) if v.kind == "stage" else importlib.import_module(v.module)
         if v.kind == "stage":
+            # first: the shared flags come before the stage's own in --help, and fill Options' plain fields (force)
             add_run_args(p)
-        add_args = hooks(mod).add_args if v.kind == "stage" else getattr(mod, "add_args", None)
-        if add_args is not None:
-            add_args(p)
+            add_flags(p, mod.Options)
+        elif hasattr(mod, "add_args"):
+            mod.add_args(p)
         p.set_defaults(_module=v.module, _kind=v.kind)
     return parser
 

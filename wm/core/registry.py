@@ -49,7 +49,7 @@ class Stage:
     verb: str  # CLI verb, e.g. "train-vae"
     name: str  # short name: metrics/<name>.jsonl, logs/<name>.log
     dir: str  # output folder in the run dir, holds DONE
-    module: str  # wm/stages/<x>.py with Options, run(cfg, run, opts) and optionally add_args, side_run
+    module: str  # wm/stages/<x>.py with Options (its flags), run(cfg, run, opts) and optionally side_run, …
     help: str
     sections: tuple[str, ...]  # config sections this stage owns
     role: str  # data | world | controller | eval
@@ -337,10 +337,10 @@ def plots() -> tuple[tuple[Stage, Plot], ...]:
 @runtime_checkable
 class StageModule(Protocol):
     """What a stage module (`Stage.module`) must provide: `Options`, a frozen dataclass with one typed field per flag
-    the stage reads (its own `add_args` flags, and the shared `force` where it reads it), and `run(cfg, run, opts)`,
-    the stage as a function of the resolved config, the run directory and its `Options` (built from the parsed
-    command line by `options`). The optional hooks are in `StageHooks`; a module declares one by defining a
-    module-level name of the same name."""
+    the stage reads (its own flags, declared there with `wm.core.flags.flag`, and the shared `force` where it reads
+    it), and `run(cfg, run, opts)`, the stage as a function of the resolved config, the run directory and its
+    `Options` (built from the parsed command line by `options`). The optional hooks are in `StageHooks`; a module
+    declares one by defining a module-level name of the same name."""
 
     Options: type
 
@@ -352,7 +352,6 @@ class StageHooks:
     """A stage's optional hooks with their defaults, read once from its module (`hooks`), so no caller looks them
     up by name. Every hook that reads the command line takes the stage's `Options` (`opts`).
 
-    add_args: its own flags beside the shared --configs/--run/--set/--force.
     side_run: an invocation that neither checks nor writes the stage's DONE (`evaluate --random`).
     continues: an invocation that continues a DONE stage from its checkpoint (`train-controller --extend`).
     check_redo: refuses a rerun the stage cannot do, before anything is written.
@@ -360,7 +359,6 @@ class StageHooks:
     own_progress: the stage prints its own progress line with an ETA (`OWN_PROGRESS`), so the CLI's is not added.
     """
 
-    add_args: Callable[[argparse.ArgumentParser], None] | None = None
     side_run: Callable[[Any], bool] | None = None
     continues: Callable[[Any], bool] | None = None
     check_redo: Callable[[Config, RunDir, Any], None] | None = None
@@ -371,7 +369,6 @@ class StageHooks:
 def hooks(module: ModuleType) -> StageHooks:
     """The optional hooks a stage module defines (`REDO_HINT` for `redo_hint`)."""
     return StageHooks(
-        add_args=getattr(module, "add_args", None),
         side_run=getattr(module, "side_run", None),
         continues=getattr(module, "continues", None),
         check_redo=getattr(module, "check_redo", None),
@@ -394,28 +391,20 @@ def check_stage_module(module: ModuleType, verb: str) -> ModuleType:
         raise TypeError(f"stage {verb}: {module.__name__} has no Options (a dataclass of the flags the stage reads)")
     if not (isinstance(opts, type) and dataclasses.is_dataclass(opts)):
         raise TypeError(f"stage {verb}: {module.__name__}.Options is not a dataclass")
+    if hasattr(module, "add_args"):  # a stage's flags are its Options' fields: these would be missing, unread
+        raise TypeError(f"stage {verb}: {module.__name__}.add_args is not read: declare its flags in Options with flag()")
     h = hooks(module)
-    for name in ("add_args", "side_run", "continues", "check_redo"):
+    for name in ("side_run", "continues", "check_redo"):
         if getattr(h, name) is not None and not callable(getattr(h, name)):
             raise TypeError(f"stage {verb}: {module.__name__}.{name} is not a function")
     return module
 
 
 def options(module: ModuleType, args: argparse.Namespace) -> Any:
-    """The stage's `Options` from the parsed command line, field by field by name (a list, `nargs`'s, becomes a
-    tuple: the options are frozen). A field that no flag fills is refused, naming it: a flag renamed in `add_args`
-    without its field fails here (and in tests/test_registry.py), not in the middle of a user's run."""
-    given = vars(args)
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(module.Options):
-        if f.name not in given:
-            flag = "--" + f.name.replace("_", "-")
-            raise TypeError(
-                f"{module.__name__}.Options.{f.name}: no flag of the command line fills it (no {flag} in add_args?)"
-            )
-        v = given[f.name]
-        values[f.name] = tuple(v) if isinstance(v, list) else v
-    return module.Options(**values)
+    """The stage's `Options` from its parsed command line, whose parser has a flag per field (`wm.core.flags.add_flags`
+    refuses a field without one); a list (`nargs`'s) becomes a tuple: the options are frozen."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(module.Options)}
+    return module.Options(**{k: tuple(v) if isinstance(v, list) else v for k, v in given.items()})
 
 
 def load_stage(verb_name: str) -> ModuleType:

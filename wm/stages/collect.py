@@ -23,7 +23,6 @@ handed to that thread, and the stage re-checks every file on disk before writing
 
 from __future__ import annotations
 
-import argparse
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ import numpy as np
 
 from wm.core.config import Config
 from wm.core.errors import RunFailed, WMError
+from wm.core.flags import flag
 from wm.core.procpool import spawn_map
 from wm.core.rundir import RunDir
 from wm.core.seeds import training_seed
@@ -239,17 +239,11 @@ def existing(folder: Path, target: int, log=None, spec: dict | None = None) -> t
     return good, [k for k in range(target) if k not in good]
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--workers", type=int, default=None, help="override collect.workers for this invocation only (0: every core)"
-    )
-
-
 @dataclass(frozen=True)
 class Options:
-    """collect's flags (`add_args`)."""
+    """collect's flags (`wm.core.flags`)."""
 
-    workers: int | None = None  # collect.workers for this invocation only (0: every core; None: the config's)
+    workers: int | None = flag(None, "override collect.workers for this invocation only (0: every core)")
 
 
 def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, float]:

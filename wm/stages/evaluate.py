@@ -14,7 +14,6 @@ needs nor touches DONE.
 
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,61 +21,39 @@ from typing import Any
 from wm.core.atomic import atomic_write_json
 from wm.core.config import Config
 from wm.core.errors import WMError
+from wm.core.flags import flag
 from wm.core.rundir import RunDir
-
-
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--params",
-        default=None,
-        metavar="{best,mean,FILE.npz}",
-        help="controller parameters: best | mean (controller/<x>.npz) | a .npz path (default: evaluate.params)",
-    )
-    p.add_argument("--dream", action="store_true", help="evaluate inside M (the dream) instead of the real env")
-    p.add_argument("--random", action="store_true", help="uniform random actions instead of C (needs no trained model)")
-    p.add_argument("--sweep", action="store_true", help="Doom τ table over evaluate.temperatures (dream and real)")
-    p.add_argument(
-        "--sweep-runs",
-        nargs="+",
-        default=[],
-        metavar="RUN",
-        help="with --sweep: run dirs of controllers trained at other τ (their dream.temperature picks the row)",
-    )
-    p.add_argument("--episodes", type=int, default=None, help="episodes (default: evaluate.episodes)")
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="first seed of a side run's episodes (default: evaluate.seed); round control's checks use it",
-    )
-    p.add_argument("--temperature", type=float, default=None, help="dream τ (default: dream.temperature)")
-    p.add_argument(
-        "--gifs", type=int, default=None, metavar="N", help="GIFs of the first N episodes (default: evaluate.gif_episodes)"
-    )
-    p.add_argument("--tag", default=None, help="results folder eval/<tag> (default: real | dream | random | random-dream)")
 
 
 @dataclass(frozen=True)
 class Options:
-    """evaluate's flags (`add_args`); None: the config's value."""
+    """evaluate's flags (`wm.core.flags`); None: the config's value."""
 
-    params: str | None = None  # best | mean (controller/<x>.npz) | a .npz path; None: evaluate.params
-    dream: bool = False  # play inside M instead of the real env
-    random: bool = False  # uniform random actions instead of C
-    sweep: bool = False  # the τ table over evaluate.temperatures (wm.tools.sweep)
-    sweep_runs: tuple[str, ...] = ()  # with sweep: run dirs of controllers trained at other τ
-    episodes: int | None = None
-    seed: int | None = None  # first seed of a side run's episodes; None: evaluate.seed
-    temperature: float | None = None  # dream τ; None: dream.temperature
-    gifs: int | None = None  # GIFs of the first N episodes; None: evaluate.gif_episodes
-    tag: str | None = None  # results folder eval/<tag>; None: the mode's name
+    params: str | None = flag(
+        None,
+        "controller parameters: best | mean (controller/<x>.npz) | a .npz path (default: evaluate.params)",
+        metavar="{best,mean,FILE.npz}",
+    )
+    dream: bool = flag(False, "evaluate inside M (the dream) instead of the real env")
+    random: bool = flag(False, "uniform random actions instead of C (needs no trained model)")
+    sweep: bool = flag(False, "Doom τ table over evaluate.temperatures (dream and real)")
+    sweep_runs: tuple[str, ...] = flag(
+        (), "with --sweep: run dirs of controllers trained at other τ (their dream.temperature picks the row)", metavar="RUN"
+    )
+    episodes: int | None = flag(None, "episodes (default: evaluate.episodes)")
+    seed: int | None = flag(
+        None, "first seed of a side run's episodes (default: evaluate.seed); round control's checks use it"
+    )
+    temperature: float | None = flag(None, "dream τ (default: dream.temperature)")
+    gifs: int | None = flag(None, "GIFs of the first N episodes (default: evaluate.gif_episodes)", metavar="N")
+    tag: str | None = flag(None, "results folder eval/<tag> (default: real | dream | random | random-dream)")
 
     def __post_init__(self) -> None:
         # checked when the flags are read, before the CLI looks at DONE or the run: `--episodes 0` is not "the
         # config's 100", and `-3` is refused, not "already done"
-        for flag, value in (("--episodes", self.episodes), ("--gifs", self.gifs)):
-            if value is not None and value < (1 if flag == "--episodes" else 0):
-                raise WMError(f"{flag} must be >= {1 if flag == '--episodes' else 0}, got {value}")
+        for name, value in (("--episodes", self.episodes), ("--gifs", self.gifs)):
+            if value is not None and value < (1 if name == "--episodes" else 0):
+                raise WMError(f"{name} must be >= {1 if name == '--episodes' else 0}, got {value}")
 
 
 # its `[eval] 37/100 episodes … (12s, ETA 20s)` line is the progress line: the CLI adds none of its own

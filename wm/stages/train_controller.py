@@ -28,7 +28,6 @@ of them `best.npz` (`_pick_real`; the worker ranks get a real-env context for it
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import time
 from dataclasses import dataclass
@@ -40,6 +39,7 @@ import numpy as np
 from wm.core.atomic import atomic_savez
 from wm.core.config import Config
 from wm.core.errors import WMError
+from wm.core.flags import flag
 from wm.core.rundir import RunDir
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.es import state as es_state
@@ -49,29 +49,21 @@ from wm.es.rules import check_fitness
 VERB = "train-controller"
 
 
-def add_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--stop-after",
-        type=int,
-        default=0,
-        metavar="N",
-        help="stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations",
-    )
-    p.add_argument(
-        "--extend",
-        action="store_true",
-        help="continue a finished training from its es_state.npz to a larger es.generations (with --set "
-        "es.generations=N); rerun evaluate --force afterwards",
-    )
-
-
 @dataclass(frozen=True)
 class Options:
-    """train-controller's flags (`add_args`) and the shared `--force`."""
+    """train-controller's flags (`wm.core.flags`) and the shared `--force`."""
 
-    stop_after: int = 0  # stop (resumably, as on SIGTERM) after this many generations in this session; 0: never
-    extend: bool = False  # continue a finished training from its checkpoint to a larger es.generations
-    force: bool = False  # start afresh: the checkpoint is deleted
+    stop_after: int = flag(
+        0,
+        "stop (as on SIGTERM, resumable) after N generations in this session; 0 = run to es.generations",
+        metavar="N",
+    )
+    extend: bool = flag(
+        False,
+        "continue a finished training from its es_state.npz to a larger es.generations (with --set "
+        "es.generations=N); rerun evaluate --force afterwards",
+    )
+    force: bool = False  # the shared --force: start afresh, the checkpoint is deleted
 
 
 REDO_HINT = "or --extend with a larger es.generations to continue"  # wm.cli's "already done" line
