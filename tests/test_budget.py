@@ -87,3 +87,22 @@ def test_real_carracing_episodes_stop_at_the_cap_and_when_no_tile_is_reached():
         assert np.allclose(r_full, ev.evaluate(still, seeds, max_steps=7)[0])  # deterministic per seed
     finally:
         ev.close()
+
+
+@pytest.mark.parametrize(
+    ("configs", "sets", "workers", "members"),
+    [
+        (["carracing", "small"], [], 2, 4),  # 24 members on 2 workers: a quarter is 3 (12 episodes in 16 envs): 4
+        (["carracing", "small"], ["es.trials=8"], 2, 3),  # 3 × 8 fills 16 envs already: the quarter
+        (["carracing", "small"], ["es.trials=1"], 2, 12),  # 16 members would fill them: no more than the slice
+        (["carracing", "small"], ["es.chunk=5"], 2, 5),  # es.chunk is taken as it is
+        (["doom_takecover", "small"], [], 2, 16),  # dream fitness: the whole slice, one batch a worker
+    ],
+)
+def test_a_real_task_fills_the_workers_envs(configs, sets, workers, members):
+    """Members per task (auto `es.chunk`): a quarter of a worker's slice, at least enough for the task's episodes to
+    fill `es.real_envs_per_worker` envs, at most the slice; dream fitness takes the slice."""
+    from wm.stages.train_controller import task_chunk
+
+    es = load(configs, sets).es
+    assert task_chunk(es, es.popsize, workers) == members

@@ -120,12 +120,18 @@ def pick_seeds(cfg: Config) -> np.ndarray:
 
 def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     """Members per task: `es.chunk`, or when 0 (auto) the whole slice of each worker for dream fitness (one
-    batched graph per worker is fastest) and a quarter of it for real fitness (uneven episode lengths stay
-    balanced across ranks)."""
+    batched graph per worker is fastest) and for real fitness a quarter of it (uneven episode lengths stay balanced
+    across ranks), but at least enough members for a task's episodes to fill the worker's `es.real_envs_per_worker`
+    envs: an env left idle for a whole task still pays its share of every step's V + M + C call (the `carracing`
+    preset's 3 members × 4 tracks in 16 envs cost ≈ 18 % more CPU a step than 4 × 4: `bench/car_task_fill.py`). A
+    task's results do not depend on how members are grouped (`wm.rollouts.rollout`)."""
     if es_cfg.chunk > 0:
         return es_cfg.chunk
     per_worker = -(-popsize // max(1, workers))
-    return per_worker if es_cfg.fitness == "dream" else max(1, -(-per_worker // 4))
+    if es_cfg.fitness == "dream":
+        return per_worker
+    fill = -(-es_cfg.real_envs_per_worker // max(1, es_cfg.trials))
+    return min(per_worker, max(-(-per_worker // 4), fill))
 
 
 def run(cfg: Config, run: RunDir, opts: Options) -> None:
