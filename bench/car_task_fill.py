@@ -1,4 +1,4 @@
-"""How a real-env task's size costs C's training: `python bench/car_task_fill.py --run <finished carracing run>`.
+"""How a real-env task's size costs C's training: `python bench/car_task_fill.py --run <run whose C trained in the game>`.
 
 A real-env worker steps `es.real_envs_per_worker` envs together (16 in `carracing small`), one compiled V + M + C call
 for all of them each step whether an env is busy or idle. A task of `members × es.trials` episodes smaller than that
@@ -7,7 +7,7 @@ sizes with one evaluator in this process (one TF thread, as a pool worker), alte
 a shared machine's load falls on each alike, and prints the CPU milliseconds per agent step of each and its speed
 against the first size (`speed`: > 1 is faster). Members are the run's C (`--params`, default its
 `controller/mean.npz`) plus N(0, `--sigma`²) noise, as a CMA-ES generation around its mean; the episodes use
-training-side seeds and the no-progress cut-off of the run's config, as training does. Prints JSON.
+training-side seeds (and CarRacing's no-progress cut-off) of the run's config, as training does. Prints JSON.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from wm.core.rundir import RunDir  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--run", type=Path, default=ROOT / "runs" / "car-s0", help="a finished carracing run (V, M and C)")
+    ap.add_argument("--run", type=Path, default=ROOT / "runs" / "car-s0", help="a finished run with es.fitness real")
     ap.add_argument("--params", default="mean", help="best | mean | an .npz path: the C the members scatter around")
     ap.add_argument("--members", type=int, nargs="+", default=[3, 4, 6], help="members per task, each size in turn")
     ap.add_argument("--rounds", type=int, default=2, help="alternations of the sizes")
@@ -39,9 +39,10 @@ def main() -> None:
     a = ap.parse_args()
     run = RunDir(a.run)
     cfg = run.load_config() if run.config_path.is_file() else None
-    if cfg is None or cfg.env.name != "carracing" or not run.is_done("train-controller"):
-        print(json.dumps({"skipped": f"{a.run}: not a finished carracing run (`--run` one)"}))  # `make bench`: no args
+    if cfg is None or cfg.es.fitness != "real" or not run.is_done("train-controller"):
+        print(json.dumps({"skipped": f"{a.run}: no C trained in the real game (`--run` a run that has one)"}))
         return
+    from wm.envs.setup import setup
     from wm.rollouts.engine import EvalSpec, init_worker
     from wm.rollouts.world import read_params
 
@@ -49,7 +50,8 @@ def main() -> None:
     ev = ctx.evaluator
     path = run.params(a.params) if a.params in ("best", "mean") else Path(a.params)
     centre = read_params(path, ev.c.n_params).astype(np.float32)
-    trials, envs, cut = cfg.es.trials, ev.n_envs, cfg.es.no_progress_steps
+    trials, envs = cfg.es.trials, ev.n_envs
+    cut = cfg.es.no_progress_steps if setup(cfg).family.track_tiles else 0
     rng = np.random.default_rng(7)
     ev.evaluate(centre[None], np.array([[10_000]]), max_steps=2)  # trace the step graph
     total = {m: [0, 0.0] for m in a.members}
