@@ -24,6 +24,8 @@ Per-core figures: `steps_per_s` = steps / wall seconds / processes, `cpu_steps_p
 stepping process (robust to other work sharing the cores; the figure to compare on a loaded machine). `aims`
 checks the targets: agent ≥ 0.85× raw with `official`; `fast` agent ≥ 4× the `official` raw rate (CPU, 1 worker,
 with `--envs` envs and with each of `--more-envs`).
+`--task-fill RUN` instead measures, on a finished run whose C trained in the real game, how a task's size
+(`es.chunk` members × `es.trials` episodes in the worker's envs) costs a step (`task_fill`).
 The episode cap (`--steps`) matters for `fast`: its first 50 steps (the camera's zoom) draw polygons at 8× then 4×
 and cost ≈ 2.5–3.5× a later step, so short episodes understate it; `official` hardly depends on the cap.
 """
@@ -298,6 +300,55 @@ def two_workers(template: Path, work: Path, renderer: str, a: argparse.Namespace
     }
 
 
+# ---------------------------------------------------------------- a task's size, on a finished run
+def task_fill(run_path: Path, a: argparse.Namespace) -> dict[str, Any]:
+    """How a real-env task's size costs C's training (`--task-fill RUN`). A worker steps `es.real_envs_per_worker`
+    envs together, one compiled V + M + C call for all of them each step whether an env is busy or idle: a task of
+    `members × es.trials` episodes smaller than that leaves slots idle for the whole task. Plays tasks of each of
+    `--members` sizes with one evaluator in this process (one TF thread, as a pool worker), alternating the sizes
+    `--rounds` times, and gives each size's CPU milliseconds a step and its speed against the first (> 1: faster).
+    Members are the run's C (`--task-params`) plus N(0, `--task-sigma`²), as a CMA-ES generation around its mean, on
+    training-side seeds (and CarRacing's no-progress cut-off) of the run's config, as training plays them."""
+    from wm.core.rundir import RunDir
+    from wm.rollouts.world import read_params
+
+    run = RunDir(run_path)
+    cfg = run.load_config() if run.config_path.is_file() else None
+    if cfg is None or cfg.es.fitness != "real" or not run.is_done("train-controller"):
+        return {"skipped": f"{run_path}: no C trained in the real game"}
+    from wm.envs.setup import setup
+    from wm.rollouts.engine import EvalSpec, init_worker
+
+    ctx = init_worker(EvalSpec("real", cfg.to_dict(), str(run.path)))  # one TF thread, V and M loaded, envs opened
+    ev = ctx.evaluator
+    path = run.params(a.task_params) if a.task_params in ("best", "mean") else Path(a.task_params)
+    centre = read_params(path, ev.c.n_params).astype(np.float32)
+    trials, envs = cfg.es.trials, ev.n_envs
+    cut = cfg.es.no_progress_steps if setup(cfg).family.track_tiles else 0
+    rng = np.random.default_rng(7)
+    ev.evaluate(centre[None], np.array([[10_000]]), max_steps=2)  # trace the step graph
+    total = {m: [0, 0.0] for m in a.members}
+    rows = []
+    for rnd in range(a.rounds):
+        for m in a.members:
+            params = centre + a.task_sigma * rng.standard_normal((m, centre.size)).astype(np.float32)
+            seeds = rng.integers(10_000, 2**31 - 1, (m, trials))
+            c = time.process_time()
+            _, lengths = ev.evaluate(params, seeds, no_progress=cut)
+            cpu, steps = time.process_time() - c, int(lengths.sum())
+            total[m][0] += steps
+            total[m][1] += cpu
+            rows.append({"round": rnd, "members": m, "episodes": m * trials, "steps": steps, "cpu_s": round(cpu, 2)})
+    ctx.close()
+    ms = {m: 1e3 * cpu / steps for m, (steps, cpu) in total.items()}
+    first = ms[a.members[0]]
+    sizes = {
+        f"{m}x{trials}": {"episodes": m * trials, "envs": envs, "cpu_ms_per_step": round(v, 3), "speed": round(first / v, 3)}
+        for m, v in ms.items()
+    }
+    return {"run": str(run_path), "passes": rows, "sizes": sizes}
+
+
 # ---------------------------------------------------------------- main
 def main() -> None:
     from bench.train_controller import machine_cpu  # busy CPU seconds of the whole machine (/proc/stat)
@@ -319,8 +370,15 @@ def main() -> None:
         metavar="E",
         help="1 worker, fast: the agent again with E envs (E episodes): V's batch grows",
     )
+    ap.add_argument("--task-fill", type=Path, metavar="RUN", help="only: a task's size on a finished real-fitness run")
+    ap.add_argument("--members", type=int, nargs="+", default=[3, 4], help="--task-fill: members per task, in turn")
+    ap.add_argument("--task-params", default="mean", help="--task-fill: best | mean | .npz, the C members scatter round")
+    ap.add_argument("--task-sigma", type=float, default=0.1, help="--task-fill: the members' spread around that C")
     ap.add_argument("--probe", type=Path, help=argparse.SUPPRESS)
     a, rest = ap.parse_known_args()
+    if a.task_fill is not None:
+        print(json.dumps(task_fill(a.task_fill, a), indent=1))
+        return
     if a.probe is not None:
         raise SystemExit(probe(a.probe, rest[1:] if rest[:1] == ["--"] else rest))
     t0, busy0, load0 = time.time(), machine_cpu(), os.getloadavg()[0]

@@ -123,8 +123,8 @@ def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     batched graph per worker is fastest) and for real fitness a quarter of it (uneven episode lengths stay balanced
     across ranks), but at least enough members for a task's episodes to fill the worker's `es.real_envs_per_worker`
     envs: an env left idle for a whole task still pays its share of every step's V + M + C call (the `carracing`
-    preset's 3 members × 4 tracks in 16 envs cost ≈ 18 % more CPU a step than 4 × 4: `bench/car_task_fill.py`). A
-    task's results do not depend on how members are grouped (`wm.rollouts.rollout`)."""
+    preset's 3 members × 4 tracks in 16 envs cost 1.09–1.25× the CPU a step of 4 × 4: `bench/carracing.py
+    --task-fill`). A task's results do not depend on how members are grouped (`wm.rollouts.rollout`)."""
     if es_cfg.chunk > 0:
         return es_cfg.chunk
     per_worker = -(-popsize // max(1, workers))
