@@ -240,18 +240,19 @@ def m_real(cfg, seconds: float, renderer: str = "official") -> dict:
 
     tf_setup.setup(threads=1, gpu=False)
     from wm.core.config import update
-    from wm.envs import action_dim
+    from wm.envs.setup import setup
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
     from wm.rollouts.rollout import RealEvaluator
 
     cfg = update(cfg, {"env": {"renderer": renderer}}) if family(cfg).renderers else cfg
-    a_dim, m_cfg = action_dim(cfg), cfg.mdnrnn
-    m = MDNRNN(int(cfg.vae.z_dim), a_dim, int(m_cfg.hidden), int(m_cfg.num_mixtures), bool(m_cfg.predict_done))
-    c = Controller.from_config(cfg, a_dim)
+    facts = setup(cfg)
+    s = facts.sizes
+    m = MDNRNN(s.z_dim, s.action_dim, s.hidden, s.num_mixtures, s.predict_done)
+    c = Controller.from_setup(facts)
     n_envs = int(cfg.es.real_envs_per_worker)
-    ev = RealEvaluator(cfg, ConvVAE(int(cfg.vae.z_dim)), m, c, n_envs=n_envs)
+    ev = RealEvaluator(facts, ConvVAE(s.z_dim), m, c, n_envs=n_envs)
     params = np.random.default_rng(1).normal(0.0, 0.1, (n_envs, c.n_params))
     cap = 300  # steps per episode here: the rate, not whole episodes (CarRacing's zoom-in is its first 50)
     k = [0]

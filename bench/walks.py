@@ -77,6 +77,7 @@ if walk == "command":
     assert rc == 0, rc
 else:
     from wm.core.rundir import RunDir
+    from wm.envs.setup import setup
     from wm.rollouts import recording, world
     rd = RunDir(run)
     cfg = rd.load_config()
@@ -84,9 +85,9 @@ else:
     if walk == "record":
         import numpy as np
         params = np.load(rd.artifact("params_best"))["params"]
-        recording.record_episode(cfg, rd, "real", params, 0)
+        recording.record_episode(setup(cfg), rd, "real", params, 0)
     else:
-        world.load_world(cfg, rd, need=("vae", "mdnrnn", "params"))
+        world.load_world(setup(cfg), rd, need=("vae", "mdnrnn", "params"), params=rd.params("best"))
     sys.setprofile(None)
 files = Counter(Path(f).relative_to(root).as_posix() for f in calls.values())
 out = {"stops": len(calls), "files": len(files), "top_files": dict(files.most_common(5)), "hops": len(hops)}

@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import tiny_cfg
 from wm.core.config import load
 from wm.core.errors import WMError
+from wm.envs.setup import setup
 from wm.es.budget import Curriculum, check_budget, fitness_budget
 
 
@@ -75,7 +76,7 @@ def test_real_carracing_episodes_stop_at_the_cap_and_when_no_tile_is_reached():
 
     cfg = _car("mdnrnn.hidden=16")
     ctrl = Controller.from_config(cfg, action_dim("carracing"))
-    ev = RealEvaluator(cfg, ConvVAE(32), MDNRNN(32, 3, 16, 5, False), ctrl, n_envs=2, should_stop=lambda: False)
+    ev = RealEvaluator(setup(cfg), ConvVAE(32), MDNRNN(32, 3, 16, 5, False), ctrl, n_envs=2, should_stop=lambda: False)
     try:
         still = np.zeros((2, ctrl.n_params))
         still[:, 1] = -10.0  # the gas bias: tanh → −1 → gas 0, the car never moves off its start tile

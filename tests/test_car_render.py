@@ -116,8 +116,8 @@ def test_unknown_renderer_is_one_clear_error():
 def test_scores_use_the_official_renderer(monkeypatch):
     """A run trained with the fast renderer is still scored (and recorded) with gymnasium's own."""
     from wm.core.rundir import RunDir
+    from wm.envs.setup import scoring_config
     from wm.rollouts import engine
-    from wm.rollouts.episodes import scoring_config
     from wm.rollouts.evaluation import play
 
     cfg = tiny_cfg("env.renderer=fast", env="carracing")

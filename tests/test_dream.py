@@ -9,6 +9,7 @@ tf = pytest.importorskip("tensorflow")
 
 from tests.helpers import tiny_cfg  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
+from wm.envs.setup import setup  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
 from wm.rollouts.dream import _S_EPS, DreamEnv, DreamEvaluator, load_dream, normal, uniform  # noqa: E402
@@ -226,7 +227,7 @@ def test_load_dream_refuses_missing_files(tmp_path):
     from wm.core.rundir import RunDir
 
     with pytest.raises(WMError, match="M weights"):
-        load_dream(defaults(), RunDir(tmp_path))
+        load_dream(setup(defaults()), RunDir(tmp_path))
 
 
 def test_done_sampling_threshold_vs_bernoulli(world):

@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import WORLD_K, WORLD_P, WORLD_SETS, tiny_world
 from wm.core import config as C
 from wm.core.rundir import RunDir
+from wm.envs.setup import setup
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 
 P, K, SETS = WORLD_P, WORLD_K, WORLD_SETS  # tiny_world's population, trials per member and settings
@@ -197,13 +198,13 @@ def test_separable_cma_learns_the_toy_quadratic(diagonal):
 
 def test_the_configs_death_settings_reach_every_dream(tmp_path):
     """`dream.done_sampling` and the done head's training (`mdnrnn.done_weight`, `mdnrnn.done_horizon`) reach the
-    batched evaluator and DreamEnv alike (`wm.rollouts.dream.done_options`): a horizon the trainer used but the dream ignored
-    would draw deaths k times too often."""
+    batched evaluator and DreamEnv alike (`wm.envs.setup.DreamSettings.done_options`): a horizon the trainer used but
+    the dream ignored would draw deaths k times too often."""
     from wm.rollouts.dream import dream_env, load_dream
 
     cfg, run = tiny_world(tmp_path / "a")
     cfg = C.update(cfg, {"dream": {"done_sampling": "bernoulli"}, "mdnrnn": {"done_weight": 4.0, "done_horizon": 8}})
-    for core in (load_dream(cfg, run).core, dream_env(cfg, run).core):
+    for core in (load_dream(setup(cfg), run).core, dream_env(setup(cfg), run).core):
         assert (core.done_sampling, core.done_horizon) == ("bernoulli", 8)
         assert core.done_shift == pytest.approx(np.log(4.0))
 
@@ -215,10 +216,10 @@ def test_the_dream_dreams_with_the_dropout_m_trained_with(tmp_path):
 
     cfg, run = tiny_world(tmp_path / "a")
     params, seeds = population(cfg)
-    plain = load_dream(cfg, run).evaluate(params, seeds)
+    plain = load_dream(setup(cfg), run).evaluate(params, seeds)
     for sets, p in (({}, 0.0), ({"mdnrnn": {"dropout": 0.1}}, 0.1)):
         c = C.update(cfg, sets)
-        for core in (load_dream(c, run).core, dream_env(c, run).core):
+        for core in (load_dream(setup(c), run).core, dream_env(setup(c), run).core):
             assert core.m.dropout == p
-    dropped = load_dream(C.update(cfg, {"mdnrnn": {"dropout": 0.5}}), run).evaluate(params, seeds)
+    dropped = load_dream(setup(C.update(cfg, {"mdnrnn": {"dropout": 0.5}})), run).evaluate(params, seeds)
     assert (dropped[1] != plain[1]).any()  # the masks change the dreams

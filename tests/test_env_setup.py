@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from wm.core.config import Config, blocks, load
 from wm.core.errors import WMError
 from wm.envs import action_dim, action_post
 from wm.envs.family import family
-from wm.envs.setup import MODES, family_of, setup
+from wm.envs.setup import MODES, DreamSettings, Sizes, family_of, setup
 from wm.models.controller import Controller
 
 # every env block of configs/ (the paper's two games and the Atari blocks), and the gym action kinds no block uses
@@ -36,6 +37,44 @@ def test_the_setup_is_what_the_config_gave_before(env, mode, bias):
     assert s.n_params == c.n_params > 0
     assert (s.controller.inputs, s.controller.input_dim, list(s.controller.pieces)) == (c.inputs, c.input_dim, c.layout)
     assert (s.z_dim, s.hidden) == (cfg.vae.z_dim, cfg.mdnrnn.hidden) == (c.z_dim, c.hidden)
+    rebuilt = Controller.from_setup(s)
+    assert (rebuilt.layout, rebuilt.post, rebuilt.bias, rebuilt.hidden_units) == (c.layout, c.post, c.bias, c.hidden_units)
+
+
+def test_the_sizes_and_dream_settings_are_the_configs():
+    cfg = load(["doom_takecover", "tiny"], ["mdnrnn.dropout=0.25", "mdnrnn.done_horizon=16", "dream.temperature=1.15"])
+    s, m, d = setup(cfg), cfg.mdnrnn, cfg.dream
+    assert s.sizes == Sizes(cfg.vae.z_dim, 1, m.hidden, m.num_mixtures, True, False, 0.25)
+    assert s.dream == DreamSettings(1.15, d.max_steps, d.done_sampling, m.done_weight, 16)
+    assert s.dream.done_options() == {"done_sampling": d.done_sampling, "done_weight": m.done_weight, "done_horizon": 16}
+    assert s.env.max_steps == cfg.env.max_steps and s.scoring is s  # Doom has one renderer
+
+
+def test_scores_are_played_on_the_official_renderer():
+    fast = setup(load(["carracing", "small"], []))
+    assert fast.env.renderer == "fast" and fast.scoring.env.renderer == "official"
+    assert fast.scoring.scoring is fast.scoring and fast.scoring.n_params == fast.n_params
+
+
+def test_the_world_loader_and_the_evaluators_take_a_setup_not_the_config():
+    """The rooms that load and play a world (the world loader, the real and dream evaluators, the dream envs, the
+    recorder, the agent data policy, one-episode helpers) read a resolved `Setup`: none names `Config`, takes or reads
+    a `cfg`."""
+    import ast
+
+    rooms = ("world", "rollout", "dream", "gym_dream", "recording", "agent", "episodes")
+    root = Path(__file__).resolve().parents[1] / "wm" / "rollouts"
+    found = []
+    for room in rooms:
+        tree = ast.parse((root / f"{room}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and node.id in ("Config", "cfg"):
+                found.append(f"{room}.py:{node.lineno} {node.id}")
+            if isinstance(node, ast.alias) and node.name == "Config":
+                found.append(f"{room}.py:{node.lineno} imports Config")
+            if isinstance(node, ast.arg) and node.arg == "cfg":
+                found.append(f"{room}.py:{node.lineno} a cfg argument")
+    assert not found, found
 
 
 def test_one_setup_per_config():

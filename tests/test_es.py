@@ -10,6 +10,7 @@ from tests.helpers import history, stage, tiny_cfg, toy_cfg
 from wm.core.bounded import read_jsonl
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+from wm.envs.setup import setup
 from wm.es import state as es_state
 from wm.es.cmaes import CMAES, episode_seeds, member_seeds, penalized_fitness
 
@@ -238,7 +239,7 @@ def test_real_rollouts_depend_only_on_seed_and_params():
     ctl = Controller.from_config(cfg, 1)
     params = np.random.default_rng(0).normal(0, 1.0, (2, ctl.n_params))
     seeds = np.array([[3, 4, 5], [3, 4, 5]])
-    two, one = RealEvaluator(cfg, vae, m, ctl, n_envs=2), RealEvaluator(cfg, vae, m, ctl, n_envs=1)
+    two, one = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=2), RealEvaluator(setup(cfg), vae, m, ctl, n_envs=1)
     try:
         r2, l2 = two.evaluate(params, seeds, record=1)
         r1, l1 = one.evaluate(params[1:], seeds[1:, ::-1])

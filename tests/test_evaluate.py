@@ -15,6 +15,7 @@ from tests.helpers import evaluate_run
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+from wm.envs.setup import setup
 from wm.rollouts import evaluation as EV
 from wm.rollouts import recording
 from wm.rollouts.engine import kind_of
@@ -51,7 +52,7 @@ def test_dream_evaluation_and_gif(tmp_path):
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
-    from wm.rollouts.world import input_digest
+    from wm.rollouts.evaluation import input_digest
 
     assert s["inputs"] == input_digest(cfg, run, run.params("best"), dream=True) and set(s["inputs"]) >= {"mdnrnn", "params"}
     rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
@@ -68,9 +69,9 @@ def test_dream_evaluation_and_gif(tmp_path):
     # the recording's rewards (the return in its labels) are the evaluated episode's
     from wm.rollouts.world import load_world
 
-    params = load_world(cfg, run, need=("params",)).params
+    params = load_world(setup(cfg), run, need=("params",), params=run.params("best")).params
     cfg_t = C.update(cfg, {"dream": {"temperature": 1.15}}, source="test")
-    rec = recording.record_episode(cfg_t, run, "dream", params, 500)
+    rec = recording.record_episode(setup(cfg_t), run, "dream", params, 500)
     assert len(rec["reward"]) == len(rec["dream"]) == rows[0]["length"]
     assert rec["reward"].sum() == pytest.approx(rows[0]["return"])
 
@@ -139,7 +140,9 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
         assert im.n_frames == math.ceil(rows[0]["length"] / 2)
     from wm.rollouts.world import load_world
 
-    rec = recording.record_episode(cfg, run, "real", load_world(cfg, run, need=("params",)).params, 500)
+    rec = recording.record_episode(
+        setup(cfg), run, "real", load_world(setup(cfg), run, ("params",), run.params("best")).params, 500
+    )
     assert len(rec["reward"]) == len(rec["real"]) == rows[0]["length"]
     assert rec["reward"].sum() == pytest.approx(rows[0]["return"])  # the return the labels show, step by step
 

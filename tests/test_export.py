@@ -16,6 +16,7 @@ from tests.helpers import tiny_cfg  # noqa: E402
 from wm.core.atomic import atomic_savez, atomic_write_json  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
+from wm.envs.setup import setup  # noqa: E402
 from wm.tools.export import AGENT_FILE, export  # noqa: E402
 
 SHIPPED = "wm/agents/doom_small_s2"
@@ -83,7 +84,8 @@ def test_export_writes_a_half_size_run_that_loads(tmp_path, repo_root):
     for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
         assert agent.is_done(verb)
     cfg = agent.load_config()
-    a, b = load_world(cfg, run, need=("vae", "mdnrnn", "params")), load_world(cfg, agent, need=("vae", "mdnrnn", "params"))
+    need = ("vae", "mdnrnn", "params")
+    a, b = (load_world(setup(cfg), r, need, r.params("best")) for r in (run, agent))
     for x, y in zip(a.vae.get_weights() + a.mdnrnn.get_weights(), b.vae.get_weights() + b.mdnrnn.get_weights(), strict=True):
         assert y.dtype == np.float32
         np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4)

@@ -19,7 +19,7 @@ from tests.helpers import tiny_cfg, tiny_world  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.core.rundir import RunDir  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
-from wm.rollouts.dream import DreamEvaluator, done_options  # noqa: E402
+from wm.rollouts.dream import DreamEvaluator  # noqa: E402
 from wm.rollouts.gym_dream import ENV_ID, DreamGymEnv, DreamVectorEnv, load_run_world  # noqa: E402
 
 CAP = 60  # tiny_world's dream.max_steps
@@ -99,11 +99,11 @@ def test_a_seeded_reset_reproduces_its_episodes(world):
 
 def test_the_env_follows_the_evaluator_for_a_fixed_linear_c(world):
     """A linear C ("zh", with bias) acting on the env's [z, h] plays the episode `DreamEvaluator` plays on that seed."""
-    m, cfg = world.mdnrnn, world.cfg
+    m, dream = world.mdnrnn, world.setup.dream
     c = Controller("zh", m.z_dim, m.hidden, 1, bias=True)
     params = np.random.default_rng(1).normal(0, 0.5, (3, c.n_params)).astype(np.float32)
     seeds = np.arange(12, dtype=np.int64).reshape(3, 4) * 7919 + 11
-    ev = DreamEvaluator(m, c, world.initial_mu, world.initial_logvar, cfg.dream.temperature, CAP, **done_options(cfg))
+    ev = DreamEvaluator(m, c, world.initial_mu, world.initial_logvar, dream.temperature, CAP, **dream.done_options())
     returns, lengths = ev.evaluate(params, seeds)
     assert len(set(lengths.ravel())) > 1  # episodes end at different steps
     env = DreamGymEnv(world, observe="zh")

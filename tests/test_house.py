@@ -73,14 +73,12 @@ def test_no_env_name_is_compared_outside_wm_envs():
     assert not offenders, offenders
 
 
-# the env facts a config resolves to once (wm.envs.setup); C is built by the world loader alone
+# the env facts a config resolves to once (wm.envs.setup); C is built from the setup (`Controller.from_setup`)
 ENV_FACTS = ("action_dim", "family")
-BUILDS_C = ("wm/rollouts/world.py",)
 
 
-def env_fact_calls(source: str, builds_c: bool = False) -> list[tuple[int, str]]:
-    """(line, what) of each call of an env fact (or import of one under any name), and of `Controller.from_config`
-    unless `builds_c`."""
+def env_fact_calls(source: str) -> list[tuple[int, str]]:
+    """(line, what) of each call of an env fact (or import of one under any name), and of `Controller.from_config`."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("wm.envs"):
@@ -91,7 +89,7 @@ def env_fact_calls(source: str, builds_c: bool = False) -> list[tuple[int, str]]
         name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
         if name in ENV_FACTS:
             found.append((node.lineno, f"calls {name}"))
-        elif name == "from_config" and isinstance(f.value, ast.Name) and f.value.id == "Controller" and not builds_c:
+        elif name == "from_config" and isinstance(f.value, ast.Name) and f.value.id == "Controller":
             found.append((node.lineno, "calls Controller.from_config"))
     return sorted(found)
 
@@ -105,7 +103,7 @@ def test_env_facts_are_resolved_once_in_wm_envs():
             if (ROOT / "wm" / "envs") in p.parents:
                 continue
             rel = p.relative_to(ROOT).as_posix()
-            offenders += [f"{rel}:{line}: {what}" for line, what in env_fact_calls(p.read_text(), rel in BUILDS_C)]
+            offenders += [f"{rel}:{line}: {what}" for line, what in env_fact_calls(p.read_text())]
     assert not offenders, "\n".join(offenders)
 
 
@@ -114,7 +112,6 @@ def test_the_env_fact_scan_sees_every_form():
         "from wm.envs import action_dim as A\nfrom wm.envs.family import EnvFamily\n"
         "A(cfg)\nfam.family(cfg)\nController.from_config(cfg, 3)\nsetup(cfg).action_dim\n"
     )
-    assert env_fact_calls(src, builds_c=True) == [(1, "imports action_dim"), (4, "calls family")]
     assert env_fact_calls(src) == [(1, "imports action_dim"), (4, "calls family"), (5, "calls Controller.from_config")]
 
 

@@ -10,6 +10,7 @@ tf = pytest.importorskip("tensorflow")
 
 from wm.core import config as C  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
+from wm.envs.setup import setup  # noqa: E402
 from wm.models.controller import Controller  # noqa: E402
 from wm.models.mdnrnn import MDNRNN  # noqa: E402
 from wm.models.vae import ConvVAE  # noqa: E402
@@ -46,7 +47,7 @@ def agent(monkeypatch):
 
     import wm.envs
 
-    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, keep_raw=False: FakeEnv())
+    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, seed=None, keep_raw=False: FakeEnv())
     keras.utils.set_random_seed(0)
     vae, m = ConvVAE(Z), MDNRNN(Z, 1, H, 3, predict_done=True)
     vae.encode(np.zeros((1, 64, 64, 3), np.uint8))
@@ -57,7 +58,7 @@ def agent(monkeypatch):
 
 
 def _evaluate(cfg, vae, m, ctl, params, seeds):
-    ev = RealEvaluator(cfg, vae, m, ctl, n_envs=2, should_stop=lambda: False)
+    ev = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=2, should_stop=lambda: False)
     try:
         return ev.evaluate(params, seeds)
     finally:
@@ -147,16 +148,16 @@ def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
     import wm.envs
     from wm.rollouts.rollout import EPS_BLOCK
 
-    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, keep_raw=False: LongEnv())
+    monkeypatch.setattr(wm.envs, "make_env", lambda cfg, seed=None, keep_raw=False: LongEnv())
     cfg, vae, m, ctl, _ = agent
     params = np.random.default_rng(1).normal(0, 0.5, (3, ctl.n_params)).astype(np.float32)
     seeds = np.array([[10, 11], [12, 13], [14, 17]])  # lengths 100, 137, 174, 211, 248, 211: beyond EPS_BLOCK
     assert EPS_BLOCK < 248
-    ref = RealEvaluator(cfg, vae, m, ctl, n_envs=6, should_stop=lambda: False)
+    ref = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=6, should_stop=lambda: False)
     try:
         want_returns, want_z = _per_step_reference(ref, params, seeds)
         for n_envs in (6, 2):
-            ev = RealEvaluator(cfg, vae, m, ctl, n_envs=n_envs, should_stop=lambda: False)
+            ev = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=n_envs, should_stop=lambda: False)
             try:
                 returns, lengths = ev.evaluate(params, seeds, record=6)
             finally:

@@ -821,8 +821,7 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
     """`_check_mean` replays a check when its seeds or the files it played with changed: a gate rerun after the
     previous pass's C was retrained, or a round's M retrained, must not read the old score (`input_digest`); in the
     dream, nor when the dream's settings changed."""
-    from wm.rollouts.evaluation import write_results
-    from wm.rollouts.world import input_digest, played_params
+    from wm.rollouts.evaluation import input_digest, played_params, write_results
 
     cfg = _cfg()
     run = RunDir(tmp_path / "r")
@@ -883,8 +882,7 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
     its three final checks' first 30 episodes equal their short checks', bit for bit): only the seeds after them
     play, and the mean is over all. A rerun plays nothing; a final check stored whole (runs before this) is read as
     it is; a C retrained since its short check plays every seed."""
-    from wm.rollouts.evaluation import write_results
-    from wm.rollouts.world import input_digest, played_params
+    from wm.rollouts.evaluation import input_digest, played_params, write_results
 
     cfg = _cfg("iterate.check_episodes=30")
     run = RunDir(tmp_path / "r")

@@ -19,6 +19,7 @@ from wm.core import config as C
 from wm.core.atomic import atomic_savez
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+from wm.envs.setup import setup
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 from wm.rollouts.world import load_world
 
@@ -37,7 +38,7 @@ def _one_line(e: pytest.ExceptionInfo) -> str:
 
 def test_load_world_refuses_missing_parts_in_one_line(tmp_path):
     cfg, run = tiny_cfg(), RunDir(tmp_path / "r")
-    world = load_world(cfg, run)  # C alone is always built
+    world = load_world(setup(cfg), run)  # C alone is always built
     assert world.controller.n_params == _n(cfg) and world.vae is world.mdnrnn is world.params is None
     for need, name in (
         ("params", "controller/best.npz"),
@@ -46,10 +47,12 @@ def test_load_world_refuses_missing_parts_in_one_line(tmp_path):
         ("mdnrnn", "mdnrnn/mdnrnn.weights.h5"),
     ):
         with pytest.raises(WMError) as e:
-            load_world(cfg, run, need=(need,))
+            load_world(setup(cfg), run, need=(need,), params=run.params("best"))
         assert name in _one_line(e) and "not found" in str(e.value)
+    with pytest.raises(ValueError, match="needs the file"):  # which params file is the evaluation's choice
+        load_world(setup(cfg), run, need=("params",))
     with pytest.raises(ValueError, match="unknown parts"):
-        load_world(cfg, run, need=("vea",))
+        load_world(setup(cfg), run, need=("vea",))
 
 
 def test_load_world_refuses_wrong_sizes_and_non_finite_values(tmp_path):
@@ -57,25 +60,25 @@ def test_load_world_refuses_wrong_sizes_and_non_finite_values(tmp_path):
     n, z = _n(cfg), int(cfg.vae.z_dim)
     atomic_savez(run.params("best"), params=np.zeros(n + 1))
     with pytest.raises(WMError) as e:
-        load_world(cfg, run, need=("params",))
+        load_world(setup(cfg), run, need=("params",), params=run.params("best"))
     assert f"holds {n + 1} parameters but C needs {n}" in _one_line(e)
     bad = np.zeros(n)
     bad[3] = np.nan
     atomic_savez(run.params("mean"), params=bad)
     with pytest.raises(WMError) as e:
-        load_world(cfg, run, need=("params",), params="mean")
+        load_world(setup(cfg), run, need=("params",), params=run.params("mean"))
     assert "non-finite" in _one_line(e)
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(WMError) as e:
-        load_world(cfg, run, need=("params",), params=str(tmp_path / "junk.npz"))
+        load_world(setup(cfg), run, need=("params",), params=tmp_path / "junk.npz")
     assert "cannot read" in _one_line(e)
     atomic_savez(run.initial_z, mu=np.zeros((3, z + 1), np.float32), logvar=np.zeros((3, z + 1), np.float32))
     with pytest.raises(WMError) as e:
-        load_world(cfg, run, need=("initial_z",))
+        load_world(setup(cfg), run, need=("initial_z",))
     assert f"expected (N, {z})" in _one_line(e)
     atomic_savez(run.params("best"), params=np.ones(n))
     atomic_savez(run.initial_z, mu=np.zeros((3, z), np.float32), logvar=np.zeros((3, z), np.float32))
-    world = load_world(cfg, run, need=("params", "initial_z"))
+    world = load_world(setup(cfg), run, need=("params", "initial_z"), params=run.params("best"))
     assert world.params.dtype == np.float32 and np.all(world.params == 1) and world.initial_mu.shape == (3, z)
     assert world.params_path == run.params("best")
 

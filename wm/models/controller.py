@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wm.envs import JOYSTICK_THRESHOLD, action_post, post_action
-from wm.envs.setup import controller_layout
+from wm.envs.setup import Setup, controller_layout
 
 if TYPE_CHECKING:  # annotations only
     from wm.core.config import Config
@@ -66,6 +66,12 @@ class Controller:
             c.hidden_units,
             post=action_post(cfg),
         )
+
+    @classmethod
+    def from_setup(cls, facts: Setup) -> Controller:
+        """The controller of a resolved setup (`wm.envs.setup`): its layout, sizes and action post-processing."""
+        layout = facts.controller
+        return cls(layout.mode, facts.z_dim, facts.hidden, facts.action_dim, layout.bias, layout.hidden_units, post=facts.post)
 
     def __repr__(self) -> str:
         return f"Controller({self.mode}, in={self.input_dim}, A={self.action_dim}, bias={self.bias}, n={self.n_params})"

@@ -12,25 +12,27 @@ segment, with probability `explore`, applies a uniform random action held for th
 policy) instead of C's. M always receives the applied action, so the data stays consistent.
 
 The source run is `collect.agent_run` (a path, relative to the collecting run's directory): its V, M and best C
-(`wm.rollouts.world.load_world`), built with the source run's own config (model sizes and heads), the collecting run's when
-it has none. The models load once per collect worker (`AgentModels`, part of the worker's context).
+(`wm.rollouts.world.load_world`), built with the source run's own config (model sizes and heads), the collecting run's
+when it has none. The models load once per collect worker (`AgentModels`, part of the worker's context).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.rollouts.rollout import nonfinite_names
 
+if TYPE_CHECKING:  # annotations only
+    from wm.envs.setup import Setup
 
-def agent_source(cfg: Config, run_dir: Path | str | None) -> Path:
-    """`collect.agent_run` as a path: relative paths are taken from the collecting run's directory."""
-    raw = cfg.collect.agent_run
+
+def agent_source(raw: str, run_dir: Path | str | None) -> Path:
+    """`collect.agent_run` (`raw`) as a path: relative paths are taken from the collecting run's directory."""
     if not raw:
         raise WMError("collect.policy is agent but collect.agent_run is empty (the run whose V, M and C act)")
     p = Path(raw)
@@ -50,14 +52,18 @@ def check_agent_run(source: Path) -> None:
 class AgentModels:
     """V + M + C of a finished run as one compiled batch-1 step; loaded once per collect worker (its context)."""
 
-    def __init__(self, cfg: Config, source: Path):
+    def __init__(self, fallback: Setup, source: Path):
         from wm.core import tf_setup
+        from wm.envs.setup import setup
         from wm.rollouts.world import load_world
 
         tf_setup.setup(threads=1, gpu=False)  # one per collect worker: one env, batch-1 graph
         src = RunDir(source)
-        # the models as the source run trained them (a round may give its own M other heads: the CarRacing dream)
-        self._build(load_world(src.load_config() or cfg, src, need=("vae", "mdnrnn", "params"), params="best"))
+        # the models as the source run trained them (a round may give its own M other heads: the CarRacing dream);
+        # `fallback`, the collecting run's setup, when the source has no config
+        own = src.load_config()
+        facts = fallback if own is None else setup(own)
+        self._build(load_world(facts, src, need=("vae", "mdnrnn", "params"), params=src.params("best")))
 
     @classmethod
     def from_world(cls, world) -> AgentModels:

@@ -29,8 +29,8 @@ from wm.models.mdnrnn import MDNRNN
 from wm.rollouts.rollout import nonfinite_flags, nonfinite_names
 
 if TYPE_CHECKING:  # annotations only
-    from wm.core.config import Config
     from wm.core.rundir import RunDir
+    from wm.envs.setup import Setup
     from wm.rollouts.world import World
 
 _M32 = 0xFFFFFFFF
@@ -200,8 +200,8 @@ class DreamEvaluator:
         compact_every: int = 10,
         **options: Any,
     ):
-        """`options`: how the dream decides a death, `_Core`'s keywords (`done_options`: done_sampling, done_weight,
-        done_horizon)."""
+        """`options`: how the dream decides a death, `_Core`'s keywords (`wm.envs.setup.DreamSettings.done_options`:
+        done_sampling, done_weight, done_horizon)."""
         self.core = _Core(mdnrnn, controller, initial_mu, initial_logvar, temperature, max_steps, **options)
         self.controller, self.max_steps, self.compact_every = controller, int(max_steps), max(1, int(compact_every))
         self._run = tf.function(self._graph, reduce_retracing=True, autograph=False)
@@ -344,46 +344,40 @@ class DreamEnv:
         return self._obs(), reward, done and not truncated, truncated, {"t": self.t, "action": a.numpy()[0]}
 
 
-def load_dream(cfg: Config, run: RunDir) -> DreamEvaluator:
+def load_dream(facts: Setup, run: RunDir) -> DreamEvaluator:
     """The DreamEvaluator of a run: M and the recorded initial z's through `wm.rollouts.world.load_world`."""
     from wm.rollouts.world import load_world
 
-    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))
+    world = load_world(facts, run, need=("mdnrnn", "initial_z"))
+    d = facts.dream
     return DreamEvaluator(
         world.mdnrnn,
         world.controller,
         world.initial_mu,
         world.initial_logvar,
-        cfg.dream.temperature,
-        cfg.dream.max_steps,
-        **done_options(cfg),
+        d.temperature,
+        d.max_steps,
+        **d.done_options(),
     )
 
 
-def done_options(cfg: Config) -> dict[str, Any]:
-    """How a dream of this config decides a death: `dream.done_sampling` and what M's done head was trained on
-    (`mdnrnn.done_weight`, `mdnrnn.done_horizon`); keywords of DreamEvaluator and DreamEnv."""
-    m = cfg.mdnrnn
-    return {"done_sampling": cfg.dream.done_sampling, "done_weight": m.done_weight, "done_horizon": m.done_horizon}
-
-
-def dream_env(cfg: Config, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:
+def dream_env(facts: Setup, run: RunDir, params: np.ndarray | None = None) -> DreamEnv:
     """A single DreamEnv of the run at `dream.temperature` (M and initial z's through `wm.rollouts.world.load_world`)."""
     from wm.rollouts.world import load_world
 
-    return world_env(load_world(cfg, run, need=("mdnrnn", "initial_z")), params)
+    return world_env(load_world(facts, run, need=("mdnrnn", "initial_z")), params)
 
 
 def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
-    """A DreamEnv over a loaded world (M and initial z's) with its config's dream settings."""
-    cfg = world.cfg
+    """A DreamEnv over a loaded world (M and initial z's) with its setup's dream settings."""
+    d = world.setup.dream
     return DreamEnv(
         world.mdnrnn,
         world.controller,
         world.initial_mu,
         world.initial_logvar,
-        cfg.dream.temperature,
-        cfg.dream.max_steps,
+        d.temperature,
+        d.max_steps,
         params=params,
-        **done_options(cfg),
+        **d.done_options(),
     )

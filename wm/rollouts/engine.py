@@ -124,29 +124,27 @@ class EpisodeEvaluator:
 def make_evaluator(spec: EvalSpec) -> Any:
     """Build the evaluator of `spec` in this process (loads V/M, opens envs)."""
     from wm.core.rundir import RunDir
+    from wm.envs.setup import setup
 
     cfg, run = spec.config(), RunDir(spec.run)
+    facts = setup(cfg)  # resolved once: the evaluators read it, not the config
     if spec.kind == "toy":
-        from wm.envs.setup import setup
-
-        return ToyEvaluator(setup(cfg).n_params, cfg.es.seed)
+        return ToyEvaluator(facts.n_params, cfg.es.seed)
     if spec.kind == "dream":
         from wm.rollouts.dream import load_dream
 
-        return load_dream(cfg, run)
+        return load_dream(facts, run)
     if spec.kind == "real":
         from wm.rollouts.rollout import RealEvaluator
 
-        return RealEvaluator.from_run(cfg, run, n_envs=cfg.es.real_envs_per_worker)
+        return RealEvaluator.from_run(facts, run, n_envs=cfg.es.real_envs_per_worker)
     if spec.kind == "random":
-        from wm.envs import make_env
-
-        env = make_env(cfg)
-        return EpisodeEvaluator(lambda s: random_episode(env, s, cfg.env.max_steps)[:2], env.close, env.episode_figures)
+        env, cap = facts.open(), facts.env.max_steps
+        return EpisodeEvaluator(lambda s: random_episode(env, s, cap)[:2], env.close, env.episode_figures)
     from wm.rollouts.dream import dream_env  # random-dream
 
-    denv = dream_env(cfg, run)
-    return EpisodeEvaluator(lambda s: dream_episode(denv, s, cfg.dream.max_steps, random=True)[:2])
+    denv, cap = dream_env(facts, run), facts.dream.max_steps
+    return EpisodeEvaluator(lambda s: dream_episode(denv, s, cap, random=True)[:2])
 
 
 # ---------------------------------------------------------------- the worker side
@@ -237,10 +235,14 @@ def play_or_record(ctx: WorkerContext, task: Task | GifTask) -> Task | tuple[str
     if not isinstance(task, GifTask):
         return evaluate_task(ctx, task)
     from wm.core.rundir import RunDir
+    from wm.envs.setup import setup
     from wm.rollouts.recording import write_episode_gif
 
     cfg, run = ctx.spec.config(), RunDir(ctx.spec.run)
-    return task.path, write_episode_gif(cfg, run, ctx.spec.kind, task.params, int(task.seed), Path(task.path))
+    steps = write_episode_gif(
+        setup(cfg), run, ctx.spec.kind, task.params, int(task.seed), Path(task.path), cfg.evaluate.gif_stride
+    )
+    return task.path, steps
 
 
 # ---------------------------------------------------------------- the master side

@@ -1,22 +1,12 @@
-"""One episode outside the batched evaluators, and the config scores are played under: the random policy in a real
-env, one dream episode (C or random actions), `scoring_config`. The engine's episode evaluators, the GIF recorder
-and M's dream preview play through these, so a recorded episode is the scored one."""
+"""One episode outside the batched evaluators: the random policy in a real env, one dream episode (C or random
+actions). The engine's episode evaluators, the GIF recorder and M's dream preview play through these, so a recorded
+episode is the scored one (under `wm.envs.setup.scoring_config`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-
-from wm.core.config import Config, update
-
-
-def scoring_config(cfg: Config) -> Config:
-    """`cfg` as scores are measured: CarRacing with gymnasium's own renderer, whatever `env.renderer` trained with
-    (the fast renderer is a training-time option; its frames differ slightly from the official ones)."""
-    if cfg.env.renderer == "official":
-        return cfg
-    return update(cfg, {"env": {"renderer": "official"}}, source="scores use the official renderer")
 
 
 def random_episode(env: Any, seed: int, max_steps: int, record: bool = False) -> tuple[float, int, dict[str, list]]:

@@ -22,12 +22,39 @@ from wm.core.atomic import atomic_write_json, atomic_write_text
 from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.format import count, duration
-from wm.core.rundir import RunDir
+from wm.core.rundir import PARAMS, RunDir
 from wm.core.seeds import evaluation_seeds
-from wm.rollouts.episodes import scoring_config
+from wm.envs.setup import scoring_config
 
 # The summary's "mode" of each evaluation kind (wm.rollouts.engine.KINDS), as written since the first results.
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
+
+
+def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
+    """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
+    and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
+    (relative to the working dir)."""
+    spec = spec or cfg.evaluate.params
+    return run.params(spec) if spec in PARAMS else Path(spec)
+
+
+def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
+    """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
+    and in the dream the dream's settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at
+    another temperature or dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses
+    a stored check only while these match)."""
+    import hashlib
+    import json
+
+    def sha(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:16]
+
+    files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
+    out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
+    if dream:
+        settings = cfg.dream.to_dict() | {"dropout": cfg.mdnrnn.dropout}
+        out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
+    return out
 
 
 def seed_list(cfg: Config, episodes: int | None = None, first: int | None = None) -> list[int]:

@@ -29,7 +29,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from wm.core.errors import WMError
-from wm.rollouts.dream import DreamEnv, _Core, done_options
+from wm.rollouts.dream import DreamEnv, _Core
 from wm.rollouts.rollout import nonfinite_flags, nonfinite_names
 from wm.rollouts.world import World
 
@@ -41,13 +41,14 @@ SEED_HIGH = 2**62  # episode seeds drawn from np_random lie in [0, 2^62); a give
 def load_run_world(run: str | Path, need: tuple[str, ...] = ("mdnrnn", "initial_z")) -> World:
     """The World of a run directory from its stored config (`config.yaml`); one WMError line when it has none."""
     from wm.core.rundir import RunDir
+    from wm.envs.setup import setup
     from wm.rollouts.world import load_world
 
     rd = RunDir(run)
-    cfg = rd.load_config()
-    if cfg is None:
+    stored = rd.load_config()
+    if stored is None:
         raise WMError(f"{rd.config_path} not found: {run} is not a run directory (the dream env reads its config)")
-    return load_world(cfg, rd, need=need)
+    return load_world(setup(stored), rd, need=need)
 
 
 def _settings(world: World | None, run: str | Path | None, temperature, max_steps, observe: str, render: bool):
@@ -61,14 +62,14 @@ def _settings(world: World | None, run: str | Path | None, temperature, max_step
         world = load_run_world(run, ("mdnrnn", "initial_z", "vae") if render else ("mdnrnn", "initial_z"))
     if world.mdnrnn is None or world.initial_mu is None:
         raise WMError("the dream env's World needs M and the initial z's (load_world need=('mdnrnn', 'initial_z'))")
-    cfg = world.cfg
-    if not world.setup.family.survival and not world.mdnrnn.predict_reward:
+    facts = world.setup
+    if not facts.family.survival and not world.mdnrnn.predict_reward:
         raise WMError(
-            f"{cfg.env.name}: a dream without M's reward head pays +1 per step, a survival game's reward; train M with "
+            f"{facts.env.name}: a dream without M's reward head pays +1 per step, a survival game's reward; train M with "
             "mdnrnn.predict_reward: true"
         )
-    tau = float(cfg.dream.temperature if temperature is None else temperature)
-    cap = int(cfg.dream.max_steps if max_steps is None else max_steps)
+    tau = float(facts.dream.temperature if temperature is None else temperature)
+    cap = int(facts.dream.max_steps if max_steps is None else max_steps)
     if cap < 1 or not tau > 0:
         raise WMError(f"the dream env needs temperature > 0 and max_steps ≥ 1, got {tau} and {cap}")
     return world, tau, cap, OBSERVE[observe]
@@ -124,7 +125,9 @@ class DreamGymEnv(gymnasium.Env):
             raise WMError("render_mode rgb_array decodes z with V: the World needs it (load_world need=(..., 'vae'))")
         self.world, self.render_mode, self.observe = world, render_mode, observe
         m = world.mdnrnn
-        self.dream = DreamEnv(m, world.controller, world.initial_mu, world.initial_logvar, tau, cap, **done_options(world.cfg))
+        self.dream = DreamEnv(
+            m, world.controller, world.initial_mu, world.initial_logvar, tau, cap, **world.setup.dream.done_options()
+        )
         self.temperature, self.max_steps = tau, cap
         self.observation_space, self.action_space = _obs_space(world, self.parts), _act_space(world)
         self.episode_seed: int | None = None
@@ -202,7 +205,13 @@ class DreamVectorEnv(VectorEnv):
         self.world, self.observe, self.num_envs, self.autoreset_mode = world, observe, int(num_envs), mode
         self.metadata = {**type(self).metadata, "autoreset_mode": mode}
         self.core = _Core(
-            world.mdnrnn, world.controller, world.initial_mu, world.initial_logvar, tau, cap, **done_options(world.cfg)
+            world.mdnrnn,
+            world.controller,
+            world.initial_mu,
+            world.initial_logvar,
+            tau,
+            cap,
+            **world.setup.dream.done_options(),
         )
         self.temperature, self.max_steps = tau, cap
         self.single_observation_space, self.single_action_space = _obs_space(world, self.parts), _act_space(world)

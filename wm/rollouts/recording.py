@@ -11,13 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+
+if TYPE_CHECKING:  # annotations only
+    from wm.envs.setup import Setup
 
 PANELS = ("real", "input", "reconstruction", "dream")  # left to right
 LABELS = {"real": "real screen", "input": "V input", "reconstruction": "V reconstruction", "dream": "dream (V decodes M)"}
@@ -57,12 +59,12 @@ def _tap_rewards(env: Any) -> list[float]:
     return rewards
 
 
-def _record_real(cfg: Config, run: RunDir, params: np.ndarray, seed: int) -> dict[str, list]:
+def _record_real(facts: Setup, run: RunDir, params: np.ndarray, seed: int) -> dict[str, list]:
     """The real episode of `seed` replayed by the batched evaluator (one env, same seeding as the evaluation):
     the raw screen, V's 64×64 input, V's reconstruction of the sampled z and the reward at every step."""
     from wm.rollouts.rollout import RealEvaluator
 
-    ev = RealEvaluator.from_run(cfg, run, n_envs=1, keep_raw=True)
+    ev = RealEvaluator.from_run(facts, run, n_envs=1, keep_raw=True)
     rewards = _tap_rewards(ev.envs[0])
     try:
         ev.evaluate(params[None], np.array([[seed]], np.int64), record=1)
@@ -77,60 +79,58 @@ def _record_real(cfg: Config, run: RunDir, params: np.ndarray, seed: int) -> dic
     }
 
 
-def record_episode(cfg: Config, run: RunDir, kind: str, params: np.ndarray | None, seed: int) -> dict[str, np.ndarray]:
+def record_episode(facts: Setup, run: RunDir, kind: str, params: np.ndarray | None, seed: int) -> dict[str, np.ndarray]:
     """Replay the episode of `seed` for evaluation `kind` and return its frames per panel, each (T, H, W, 3) uint8,
     and its rewards, "reward" (T,) float64 (frame t is the one step t was taken from; reward t what that step got).
 
     Real kinds: "real" (the raw screen), "input" (V's 64×64 input) and "reconstruction" (V's decoding of the sampled
     z; for `random` only when the run has a VAE). Dream kinds: "dream" (the decoded z of every dream step), at the
-    temperature in `cfg.dream.temperature`.
+    setup's dream temperature. Real episodes are played as scored (`facts.scoring`: the official renderer).
     """
     from wm.core import tf_setup
     from wm.core.media import to_uint8
-    from wm.rollouts.episodes import dream_episode, random_episode, scoring_config
+    from wm.rollouts.episodes import dream_episode, random_episode
     from wm.rollouts.world import load_world
 
-    cfg = scoring_config(cfg)  # the official renderer, as the scores
+    facts = facts.scoring
 
     tf_setup.decide()  # applied when a model loads TF (the random policy without a V never does)
     if kind in ("dream", "random-dream"):
         from wm.rollouts.dream import world_env
 
-        world = load_world(cfg, run, need=("vae", "mdnrnn", "initial_z"))
+        world = load_world(facts, run, need=("vae", "mdnrnn", "initial_z"))
         env = world_env(world, params)
         rewards = _tap_rewards(env)
-        zs = dream_episode(env, seed, cfg.dream.max_steps, random=kind == "random-dream", record=True)[2]["z"]
+        zs = dream_episode(env, seed, facts.dream.max_steps, random=kind == "random-dream", record=True)[2]["z"]
         frames = {"dream": decode(world.vae, np.stack(zs)[:-1])}  # the frame each step was taken from
     elif kind == "random":
-        from wm.envs import make_env
-
-        env = make_env(cfg, keep_raw=True)
+        env = facts.open(keep_raw=True)
         rewards = _tap_rewards(env)
         try:
-            frames = random_episode(env, seed, cfg.env.max_steps, record=True)[2]
+            frames = random_episode(env, seed, facts.env.max_steps, record=True)[2]
         finally:
             env.close()
         if run.vae_weights.exists():  # the baseline needs no model, but shows V's view when there is one
-            vae = load_world(cfg, run, need=("vae",)).vae
+            vae = load_world(facts, run, need=("vae",)).vae
             x = np.stack(frames["input"])
             frames["reconstruction"] = decode(
                 vae, np.concatenate([np.asarray(vae.encode(x[i : i + 256])[0]) for i in range(0, len(x), 256)])
             )
     else:
-        frames = _record_real(cfg, run, params, seed)
+        frames = _record_real(facts, run, params, seed)
         rewards = frames.pop("reward")
     out = {k: to_uint8(np.stack(v)) for k, v in frames.items() if len(v)}
     out["reward"] = np.asarray(rewards, np.float64)
     return out
 
 
-def write_episode_gif(cfg: Config, run: RunDir, kind: str, params: np.ndarray | None, seed: int, path: Path) -> int:
-    """Replay the episode of `seed` (`record_episode`) and write it to `path` (`save_episode_gif`: at least
-    `evaluate.gif_stride`, playing in the game's time); returns its steps."""
-    from wm.envs.setup import setup
-
-    frames = record_episode(cfg, run, kind, params, seed)
-    save_episode_gif(path, frames, stride=cfg.evaluate.gif_stride, fps=setup(cfg).family.steps_per_s)
+def write_episode_gif(
+    facts: Setup, run: RunDir, kind: str, params: np.ndarray | None, seed: int, path: Path, stride: int
+) -> int:
+    """Replay the episode of `seed` (`record_episode`) and write it to `path` (`save_episode_gif`: every `stride`-th
+    frame at least, `evaluate.gif_stride`, playing in the game's time); returns its steps."""
+    frames = record_episode(facts, run, kind, params, seed)
+    save_episode_gif(path, frames, stride=stride, fps=facts.family.steps_per_s)
     return len(next(iter(frames.values())))  # its first panel's frames
 
 

@@ -30,8 +30,8 @@ import numpy as np
 from wm.core.errors import WMError
 
 if TYPE_CHECKING:  # annotations only
-    from wm.core.config import Config
     from wm.core.rundir import RunDir
+    from wm.envs.setup import Setup
 
 
 def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, override=None, use_override=None):
@@ -139,11 +139,11 @@ def _refuse_nonfinite(s: _Slots, active: list[int], bad: np.ndarray) -> None:
 
 
 class RealEvaluator:
-    """V + M + C agents in `n_envs` real envs of `cfg.env.name`, stepped together (see the module docstring)."""
+    """V + M + C agents in `n_envs` real envs of a setup's game, stepped together (see the module docstring)."""
 
     def __init__(
         self,
-        cfg: Config,
+        facts: Setup,
         vae: Any,
         mdnrnn: Any,
         controller: Any,
@@ -153,16 +153,14 @@ class RealEvaluator:
     ):
         import tensorflow as tf
 
-        from wm.envs import make_env
-
         if controller.z_dim != mdnrnn.z_dim or controller.hidden != mdnrnn.hidden:
             raise WMError(f"{controller} does not fit M (z {mdnrnn.z_dim}, hidden {mdnrnn.hidden})")
-        self.cfg, self.vae, self.m, self.c = cfg, vae, mdnrnn, controller
+        self.vae, self.m, self.c = vae, mdnrnn, controller
         self.n_envs, self.keep_raw = max(1, int(n_envs)), keep_raw
         if should_stop is None:
             from wm.mpi import should_stop
         self.should_stop = should_stop
-        self.envs = [make_env(cfg, keep_raw=keep_raw) for _ in range(self.n_envs)]
+        self.envs = [facts.open(keep_raw=keep_raw) for _ in range(self.n_envs)]
         E, zd, H = self.n_envs, mdnrnn.z_dim, mdnrnn.hidden
         spec = [
             tf.TensorSpec((E, 64, 64, 3), tf.uint8),
@@ -186,12 +184,12 @@ class RealEvaluator:
         self.figures: list[list[dict[str, float]]] = []
 
     @classmethod
-    def from_run(cls, cfg: Config, run: RunDir, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
+    def from_run(cls, facts: Setup, run: RunDir, n_envs: int = 4, keep_raw: bool = False) -> RealEvaluator:
         """Load V and M of a run (`wm.rollouts.world.load_world`) and build the evaluator."""
         from wm.rollouts.world import load_world
 
-        world = load_world(cfg, run, need=("vae", "mdnrnn"))
-        return cls(cfg, world.vae, world.mdnrnn, world.controller, n_envs=n_envs, keep_raw=keep_raw)
+        world = load_world(facts, run, need=("vae", "mdnrnn"))
+        return cls(facts, world.vae, world.mdnrnn, world.controller, n_envs=n_envs, keep_raw=keep_raw)
 
     def _graph(self, obs, eps, c, h, params, fresh):
         a, z, c, h = agent_step(self.vae, self.m, self.c, obs, eps, c, h, params, fresh)

@@ -1,12 +1,14 @@
 """One world loader: V, M, C and the dream's initial z of a run, with every check in one place.
 
-    world = load_world(cfg, run, need=("mdnrnn", "initial_z"))          # the dream
-    world = load_world(cfg, run, need=("vae", "mdnrnn", "params"))     # the real-env agent, C's best params
+    world = load_world(setup(cfg), run, need=("mdnrnn", "initial_z"))                  # the dream
+    world = load_world(setup(cfg), run, ("vae", "mdnrnn", "params"), run.params("best"))  # the real-env agent
 
 Every consumer (the dream and real evaluators, evaluation recordings, the agent data policy, M's dream preview)
 loads through here, so a missing file, a model of the wrong size, a controller vector of the wrong length or with
 non-finite values, or a misshapen initial_z is refused in one line naming the file and what to run. C (the
-`Controller`) is always built: it costs nothing and fixes the parameter count.
+`Controller`) is always built: it costs nothing and fixes the parameter count. It reads the config's resolved
+`Setup` (`wm.envs.setup`: the sizes, heads and C's layout), not the config; which params file an evaluation plays,
+and what it played with, are the evaluation's (`wm.rollouts.evaluation.played_params`, `input_digest`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from wm.core.config import Config
 from wm.core.errors import WMError
-from wm.core.rundir import PARAMS, RunDir
-from wm.envs.setup import Setup, setup
+from wm.core.rundir import RunDir
+from wm.envs.setup import Setup
 
 if TYPE_CHECKING:
     from wm.models.controller import Controller
@@ -32,7 +33,6 @@ NEEDS = ("vae", "mdnrnn", "params", "initial_z")
 class World:
     """What `load_world` built; a part not asked for is None."""
 
-    cfg: Config
     run: RunDir
     setup: Setup  # the config's env facts (`wm.envs.setup`): what the world's users read instead of the config
     controller: Controller
@@ -42,33 +42,6 @@ class World:
     params_path: Path | None = None
     initial_mu: np.ndarray | None = None  # (N, z) float32
     initial_logvar: np.ndarray | None = None
-
-
-def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
-    """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
-    and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
-    (relative to the working dir)."""
-    spec = spec or cfg.evaluate.params
-    return run.params(spec) if spec in PARAMS else Path(spec)
-
-
-def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
-    """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
-    and in the dream the dream's settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at
-    another temperature or dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses
-    a stored check only while these match)."""
-    import hashlib
-    import json
-
-    def sha(data: bytes) -> str:
-        return hashlib.sha256(data).hexdigest()[:16]
-
-    files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
-    out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
-    if dream:
-        settings = cfg.dream.to_dict() | {"dropout": cfg.mdnrnn.dropout}
-        out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
-    return out
 
 
 def read_params(path: Path, n: int, what: str = "controller parameters") -> np.ndarray:
@@ -103,11 +76,12 @@ def read_initial_z(path: Path, z_dim: int) -> tuple[np.ndarray, np.ndarray]:
     return mu, logvar
 
 
-def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (), params: str | None = None) -> World:
+def load_world(facts: Setup, run: RunDir, need: tuple[str, ...] | list[str] = (), params: Path | None = None) -> World:
     """Build the parts of the run's world named in `need` (any of "vae", "mdnrnn", "params", "initial_z").
 
     Args:
-        params: which controller parameters for "params": `best`, `mean` or an .npz path (default `evaluate.params`).
+        facts: the run's config resolved (`wm.envs.setup.setup(cfg)`).
+        params: the controller parameters file "params" reads (`run.params("best")`, `played_params`).
     Raises:
         WMError, one line naming the file and the fix, for anything missing, misshapen or non-finite.
     """
@@ -116,27 +90,28 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
         raise ValueError(f"load_world: unknown parts {unknown} (expected some of {NEEDS})")
     from wm.models.controller import Controller
 
-    facts = setup(cfg)
-    world = World(cfg, run, facts, Controller.from_config(cfg, facts.action_dim))
+    world, sizes = World(run, facts, Controller.from_setup(facts)), facts.sizes
     if "vae" in need:
         from wm.models.vae import load_vae
 
-        world.vae = load_vae(run.vae_weights, cfg.vae.z_dim)
+        world.vae = load_vae(run.vae_weights, sizes.z_dim)
     if "mdnrnn" in need:
         from wm.models.mdnrnn import load_mdnrnn
 
         world.mdnrnn = load_mdnrnn(
             run.mdnrnn_weights,
-            cfg.vae.z_dim,
-            facts.action_dim,
-            cfg.mdnrnn.hidden,
-            cfg.mdnrnn.num_mixtures,
-            cfg.mdnrnn.predict_done,
-            dropout=cfg.mdnrnn.dropout,  # in the dream, masks per episode (wm.rollouts.dream)
-            predict_reward=cfg.mdnrnn.predict_reward,
+            sizes.z_dim,
+            sizes.action_dim,
+            sizes.hidden,
+            sizes.num_mixtures,
+            sizes.predict_done,
+            dropout=sizes.dropout,  # in the dream, masks per episode (wm.rollouts.dream)
+            predict_reward=sizes.predict_reward,
         )
     if "params" in need:
-        world.params_path = played_params(cfg, run, params)
+        if params is None:
+            raise ValueError("load_world: the params part needs the file to read (params=run.params('best'), ...)")
+        world.params_path = Path(params)
         if not world.params_path.exists():
             raise WMError(
                 f"controller parameters {world.params_path} not found; run `python -m wm train-controller "
@@ -144,5 +119,5 @@ def load_world(cfg: Config, run: RunDir, need: tuple[str, ...] | list[str] = (),
             )
         world.params = read_params(world.params_path, world.controller.n_params).astype(np.float32)
     if "initial_z" in need:
-        world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, cfg.vae.z_dim)
+        world.initial_mu, world.initial_logvar = read_initial_z(run.initial_z, sizes.z_dim)
     return world

@@ -91,7 +91,7 @@ def _check_mean(
     settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
     final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
     mean is over all."""
-    from wm.rollouts.world import input_digest, played_params
+    from wm.rollouts.evaluation import input_digest, played_params
 
     seeds = check_seeds(cfg, n, skip)
     pfile = None if random else played_params(cfg, where, None if params is None else str(params))

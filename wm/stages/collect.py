@@ -147,9 +147,10 @@ def agent_models(cfg: Config, run_dir: Path | None) -> Any:
     """The `agent` policy's V + M + C (`wm.rollouts.agent.AgentModels`), or None for every other data policy."""
     if cfg.collect.policy != "agent":
         return None
+    from wm.envs.setup import setup
     from wm.rollouts.agent import AgentModels, agent_source
 
-    return AgentModels(cfg, agent_source(cfg, run_dir))
+    return AgentModels(setup(cfg), agent_source(cfg.collect.agent_run, run_dir))
 
 
 def collect_slot(
@@ -266,7 +267,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
     if cfg.collect.policy == "agent":
         from wm.rollouts.agent import agent_source, check_agent_run
 
-        check_agent_run(agent_source(cfg, run.path))
+        check_agent_run(agent_source(cfg.collect.agent_run, run.path))
     from wm.core.procpool import worker_count
 
     flag = (opts or Options()).workers

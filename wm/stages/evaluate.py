@@ -84,9 +84,10 @@ class _Plan:
 def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     """The mode, its seeds, τ, C's parameters, the summary's extra fields and the metrics prefix, from the command."""
     from wm.core import config as C
+    from wm.envs.setup import setup
     from wm.rollouts.engine import kind_of
-    from wm.rollouts.evaluation import MODES, seed_list
-    from wm.rollouts.world import input_digest, load_world
+    from wm.rollouts.evaluation import MODES, input_digest, played_params, seed_list
+    from wm.rollouts.world import load_world
 
     kind = kind_of(opts.dream, opts.random)
     dream = kind in ("dream", "random-dream")
@@ -99,7 +100,7 @@ def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     cfg_t = C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature") if dream else cfg
     params, pfile = None, None
     if kind in ("real", "dream"):
-        world = load_world(cfg, run, need=("params",), params=opts.params)
+        world = load_world(setup(cfg), run, need=("params",), params=played_params(cfg, run, opts.params))
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
     extra["inputs"] = input_digest(cfg, run, pfile, dream)  # the files played with (round control's reuse of a stored check)

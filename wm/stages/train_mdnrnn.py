@@ -328,7 +328,8 @@ def _load_carry(path, state: dict, model, batch: int):
 
 def preview(cfg: Config, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.rollouts.dream import DreamEnv, done_options
+    from wm.envs.setup import setup
+    from wm.rollouts.dream import DreamEnv
     from wm.rollouts.episodes import dream_episode
     from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
@@ -336,18 +337,11 @@ def preview(cfg: Config, run: RunDir, model, log) -> None:
     n = cfg.mdnrnn.preview_episodes
     if n <= 0:
         return
-    world = load_world(cfg, run, need=("vae", "initial_z"))
+    facts = setup(cfg)
+    world, dream = load_world(facts, run, need=("vae", "initial_z")), facts.dream
     vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
-    steps = min(PREVIEW_STEPS, cfg.dream.max_steps)
-    env = DreamEnv(
-        model,
-        ctrl,
-        mu,
-        logvar,
-        cfg.dream.temperature,
-        steps,
-        **done_options(cfg),
-    )
+    steps = min(PREVIEW_STEPS, dream.max_steps)
+    env = DreamEnv(model, ctrl, mu, logvar, dream.temperature, steps, **dream.done_options())
     rng = np.random.default_rng([cfg.run.seed, 4])
     rollouts = []
     for _ in range(n):

@@ -106,16 +106,14 @@ class PlaySession:
         self.env_name = cfg.env.name
         self.next_seed = int(seed)
         need = ("vae", "mdnrnn") + (("params",) if agent else ()) + (() if real else ("initial_z",))
-        self.world = load_world(cfg, run, need=need, params="best")
+        self.world = load_world(setup(cfg), run, need=need, params=run.params("best"))
         vae = self.world.vae
         self._decode = tf.function(lambda z: vae.decode(z), autograph=False)
         self._encode = tf.function(lambda x: vae.encode(x)[0], autograph=False)
         self.temperature = None if real else float(cfg.dream.temperature if temperature is None else temperature)
         self.env = self.policy = self.dream = None
         if real:
-            from wm.envs import make_env
-
-            self.env = make_env(cfg, keep_raw=True)
+            self.env = self.world.setup.open(keep_raw=True)
             if agent:  # C acting through V and M, no exploration: the collect stage's agent policy
                 from wm.rollouts.agent import AgentModels, AgentPolicy
 
@@ -125,9 +123,9 @@ class PlaySession:
         self.t, self.score, self.done, self.frame = 0, 0.0, False, None
 
     def _make_dream(self) -> None:
-        from wm.rollouts.dream import DreamEnv, done_options
+        from wm.rollouts.dream import DreamEnv
 
-        w, cfg = self.world, self.cfg
+        w, dream = self.world, self.world.setup.dream
         params = w.params if self.agent else None
         self.dream = DreamEnv(
             w.mdnrnn,
@@ -135,9 +133,9 @@ class PlaySession:
             w.initial_mu,
             w.initial_logvar,
             self.temperature,
-            cfg.dream.max_steps,
+            dream.max_steps,
             params=params,
-            **done_options(cfg),
+            **dream.done_options(),
         )
 
     def set_temperature(self, tau: float) -> None:

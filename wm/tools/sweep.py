@@ -86,8 +86,9 @@ def run_sweep(
     """
     from wm.core.metrics import make_logger
     from wm.core.procpool import worker_count
+    from wm.envs.setup import setup
     from wm.rollouts.engine import job_pool
-    from wm.rollouts.evaluation import Progress, play, seed_list, summarize
+    from wm.rollouts.evaluation import Progress, play, played_params, seed_list, summarize
     from wm.rollouts.world import load_world
 
     temps = [float(t) for t in cfg.evaluate.temperatures]
@@ -104,7 +105,7 @@ def run_sweep(
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
-            world = load_world(scfg, src, need=("params",), params=params)
+            world = load_world(setup(scfg), src, need=("params",), params=played_params(scfg, src, params))
             theta, pfile = world.params, world.params_path  # C's parameters (the `params` argument names their file)
             log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
             # the dream evaluator batches every episode in one graph: one process is fastest (wm/rollouts/dream.py)
