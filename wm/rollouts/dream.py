@@ -368,16 +368,19 @@ def dream_env(facts: Setup, run: RunDir, params: np.ndarray | None = None) -> Dr
     return world_env(load_world(facts, run, need=("mdnrnn", "initial_z")), params)
 
 
-def world_env(world: World, params: np.ndarray | None = None) -> DreamEnv:
-    """A DreamEnv over a loaded world (M and initial z's) with its setup's dream settings."""
+def world_env(
+    world: World, params: np.ndarray | None = None, temperature: float | None = None, max_steps: int | None = None
+) -> DreamEnv:
+    """A DreamEnv over a loaded world (M and initial z's) with its setup's dream settings (τ and the step cap unless
+    given)."""
     d = world.setup.dream
     return DreamEnv(
         world.mdnrnn,
         world.controller,
         world.initial_mu,
         world.initial_logvar,
-        d.temperature,
-        d.max_steps,
+        d.temperature if temperature is None else temperature,
+        d.max_steps if max_steps is None else max_steps,
         params=params,
         **d.done_options(),
     )

@@ -29,7 +29,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from wm.core.errors import WMError
-from wm.rollouts.dream import DreamEnv, _Core
+from wm.rollouts.dream import _Core, world_env
 from wm.rollouts.rollout import nonfinite_flags, nonfinite_names
 from wm.rollouts.world import World
 
@@ -124,10 +124,7 @@ class DreamGymEnv(gymnasium.Env):
         if render_mode is not None and world.vae is None:
             raise WMError("render_mode rgb_array decodes z with V: the World needs it (load_world need=(..., 'vae'))")
         self.world, self.render_mode, self.observe = world, render_mode, observe
-        m = world.mdnrnn
-        self.dream = DreamEnv(
-            m, world.controller, world.initial_mu, world.initial_logvar, tau, cap, **world.setup.dream.done_options()
-        )
+        self.dream = world_env(world, temperature=tau, max_steps=cap)
         self.temperature, self.max_steps = tau, cap
         self.observation_space, self.action_space = _obs_space(world, self.parts), _act_space(world)
         self.episode_seed: int | None = None

@@ -123,20 +123,9 @@ class PlaySession:
         self.t, self.score, self.done, self.frame = 0, 0.0, False, None
 
     def _make_dream(self) -> None:
-        from wm.rollouts.dream import DreamEnv
+        from wm.rollouts.dream import world_env
 
-        w, dream = self.world, self.world.setup.dream
-        params = w.params if self.agent else None
-        self.dream = DreamEnv(
-            w.mdnrnn,
-            w.controller,
-            w.initial_mu,
-            w.initial_logvar,
-            self.temperature,
-            dream.max_steps,
-            params=params,
-            **dream.done_options(),
-        )
+        self.dream = world_env(self.world, self.world.params if self.agent else None, temperature=self.temperature)
 
     def set_temperature(self, tau: float) -> None:
         """A new dream τ (from the next episode: the current one ends)."""
