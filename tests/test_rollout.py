@@ -171,3 +171,31 @@ def test_eps_drawn_in_blocks_gives_the_per_step_results(agent, monkeypatch):
                 check(np.stack(got), np.stack(want))
     finally:
         ref.close()
+
+
+@pytest.mark.parametrize("z_input", ["sampled", "mean"])
+def test_c_and_m_read_mu_when_the_controller_says_so(agent, z_input):
+    """`controller.z_input: mean`: every z the agent acted on (and stepped M with) is V's μ of that step's frame, so
+    the episode's actions no longer depend on ε; `sampled` (the paper) moves z by σ·ε."""
+    cfg, vae, m, _, params = agent
+    ctl = Controller("zch", Z, H, 1, bias=False, z_input=z_input)
+    ev = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=2, should_stop=lambda: False)
+    try:
+        ev.evaluate(params, np.array([[1, 2], [3, 4]]), record=4)
+    finally:
+        ev.close()
+    for inputs, latents in zip(ev.inputs, ev.latents, strict=True):
+        mu, _ = vae.encode(np.stack(inputs))
+        gap = np.abs(np.stack(latents) - mu.numpy()).max()
+        assert (gap < 1e-5) if z_input == "mean" else (gap > 1e-2)  # μ batched otherwise: float rounding only
+
+
+def test_the_z_input_is_the_configs_and_unknown_ones_are_refused():
+    from wm.core.config import update
+
+    cfg = update(C.defaults(), {"controller": {"z_input": "mean"}})
+    assert Controller.from_setup(setup(cfg)).z_input == "mean"
+    assert Controller.from_config(cfg, 1).z_input == "mean"
+    assert Controller.from_setup(setup(C.defaults())).z_input == "sampled"
+    with pytest.raises(WMError, match="z_input 'mu' is not one of sampled, mean"):
+        Controller("zch", Z, H, 1, bias=False, z_input="mu")

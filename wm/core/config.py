@@ -239,6 +239,7 @@ RULES: dict[str, tuple[str, ...] | str] = {
     "mdnrnn.preview_episodes": ">= 0",
     "controller.mode": ("z", "zh", "zc", "zch", "z_hidden"),
     "controller.hidden_units": ">= 1",
+    "controller.z_input": ("sampled", "mean"),
     "dream.temperature": "> 0",
     "dream.max_steps": ">= 1",
     "dream.done_sampling": ("threshold", "bernoulli"),

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from wm.envs.base import FrameEnv
 
 MODES = ("z", "zh", "zc", "zch", "z_hidden")
+Z_INPUTS = ("sampled", "mean")  # what C and M read of V (`controller.z_input`)
 _INPUTS = {"z": ("z",), "zh": ("z", "h"), "zc": ("z", "c"), "zch": ("z", "c", "h"), "z_hidden": ("z",)}
 _KEPT = 64  # setups kept (a process meets a handful of configs: a run's, its scoring one, a round's)
 
@@ -46,17 +47,22 @@ class Layout:
     inputs: tuple[str, ...]  # what C reads, in order: z, c, h
     input_dim: int
     pieces: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape) in the vector's order
+    z_input: str = "sampled"  # what C and M read of V: a sampled z (§6) or μ ("mean")
 
     @property
     def n_params(self) -> int:
         return int(sum(np.prod(s) for _, s in self.pieces))
 
 
-def controller_layout(mode: str, z_dim: int, hidden: int, action_dim: int, bias: bool, hidden_units: int = 40) -> Layout:
+def controller_layout(
+    mode: str, z_dim: int, hidden: int, action_dim: int, bias: bool, hidden_units: int = 40, z_input: str = "sampled"
+) -> Layout:
     """The layout of C in `mode` (refused when the mode is none of `MODES`) for these sizes."""
     mode = mode.lower()
     if mode not in MODES:
         raise WMError(f"controller mode {mode!r} is not one of {', '.join(MODES)}")
+    if z_input not in Z_INPUTS:
+        raise WMError(f"controller z_input {z_input!r} is not one of {', '.join(Z_INPUTS)}")
     sizes = {"z": int(z_dim), "c": int(hidden), "h": int(hidden)}
     inputs = _INPUTS[mode]
     input_dim = sum(sizes[k] for k in inputs)
@@ -66,7 +72,7 @@ def controller_layout(mode: str, z_dim: int, hidden: int, action_dim: int, bias:
     else:
         pieces = [("b", (a,)), ("W", (input_dim, a))]
     kept = tuple((n, s) for n, s in pieces if bool(bias) or not n.startswith("b"))
-    return Layout(mode, bool(bias), u, inputs, input_dim, kept)
+    return Layout(mode, bool(bias), u, inputs, input_dim, kept, z_input)
 
 
 @dataclass(frozen=True)
@@ -169,7 +175,7 @@ class Setup:
     def controller(self) -> Layout:
         """C's layout under `controller.*` (the action size first: an env it cannot play is refused as such)."""
         c, a = self.cfg.controller, self.action_dim
-        return controller_layout(c.mode, self.z_dim, self.hidden, a, c.bias, c.hidden_units)
+        return controller_layout(c.mode, self.z_dim, self.hidden, a, c.bias, c.hidden_units, c.z_input)
 
     @property
     def n_params(self) -> int:

@@ -39,9 +39,10 @@ class Controller:
         hidden_units: int = 40,
         car_actions: bool | None = None,
         post: str | None = None,
+        z_input: str = "sampled",
     ):
         # `wm.envs.setup`'s layout, which a config's parameter count is read from; it refuses an unknown mode
-        layout = controller_layout(mode, z_dim, hidden, action_dim, bias, hidden_units)
+        layout = controller_layout(mode, z_dim, hidden, action_dim, bias, hidden_units, z_input)
         self.mode, self.z_dim, self.hidden, self.action_dim = layout.mode, int(z_dim), int(hidden), int(action_dim)
         self.bias, self.hidden_units = bool(bias), int(hidden_units)
         # CarRacing's 3-d action gets the authors' post-processing; Doom's 1-d action goes to M as is (§6); a discrete
@@ -52,6 +53,8 @@ class Controller:
         self.car_actions = post == "car"
         self.inputs, self.input_dim, self.layout = layout.inputs, layout.input_dim, list(layout.pieces)
         self.n_params = layout.n_params
+        # V's μ instead of a sampled z, for C and M alike (`controller.z_input`; the agent step, `wm.rollouts.rollout`)
+        self.z_input = layout.z_input
 
     @classmethod
     def from_config(cls, cfg: Config, action_dim: int) -> Controller:
@@ -65,13 +68,23 @@ class Controller:
             c.bias,
             c.hidden_units,
             post=action_post(cfg),
+            z_input=c.z_input,
         )
 
     @classmethod
     def from_setup(cls, facts: Setup) -> Controller:
         """The controller of a resolved setup (`wm.envs.setup`): its layout, sizes and action post-processing."""
         layout = facts.controller
-        return cls(layout.mode, facts.z_dim, facts.hidden, facts.action_dim, layout.bias, layout.hidden_units, post=facts.post)
+        return cls(
+            layout.mode,
+            facts.z_dim,
+            facts.hidden,
+            facts.action_dim,
+            layout.bias,
+            layout.hidden_units,
+            post=facts.post,
+            z_input=layout.z_input,
+        )
 
     def __repr__(self) -> str:
         return f"Controller({self.mode}, in={self.input_dim}, A={self.action_dim}, bias={self.bias}, n={self.n_params})"

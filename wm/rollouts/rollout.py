@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # annotations only
 def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, override=None, use_override=None):
     """One real-env step of the V + M + C agent for a batch, in TF: returns (action, z, c', h').
 
-    A fresh slot starts from the zero state (§4); z = μ + σ·ε is sampled, not μ (§6; peers.md §4 F); C acts in
+    A fresh slot starts from the zero state (§4); z = μ + σ·ε is sampled, not μ (§6; peers.md §4 F), unless C reads
+    μ (`controller.z_input: mean`, ctallec's port: C and M both get μ and ε is not used); C acts in
     controller space (the env wrapper post-processes itself) unless `use_override` picks `override` (the agent
     data policy's random segments, `wm.rollouts.agent`); M is stepped with what the env applies (§6), restart = fresh.
     """
@@ -46,7 +47,7 @@ def agent_step(vae: Any, m: Any, ctrl: Any, obs, eps, c, h, params, fresh, overr
     keep = (1.0 - fresh)[:, None]
     c, h = c * keep, h * keep
     mu, logvar = vae.encode(obs)
-    z = mu + tf.exp(logvar / 2.0) * eps
+    z = mu if ctrl.z_input == "mean" else mu + tf.exp(logvar / 2.0) * eps
     a = ctrl.act_tf(params, z, c, h, postprocess=False)
     if override is not None:
         a = tf.where(use_override, override, a)
