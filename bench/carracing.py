@@ -101,7 +101,7 @@ def one_worker(run: Path, renderer: str, a: argparse.Namespace, envs: int = 0, r
 
     envs, episodes = (envs, envs) if envs else (a.envs, a.episodes)
     cfg = car_cfg(renderer, a.steps, envs)
-    ctx = init_worker(EvalSpec("real", cfg.to_dict(), str(run)))  # one TF thread, V/M loaded, envs opened
+    ctx = init_worker(EvalSpec.of("real", cfg, str(run)))  # one TF thread, V/M loaded, envs opened
     ev = ctx.evaluator
     seeds = list(range(episodes))
     params = np.random.default_rng(1).normal(0.0, 0.1, (episodes, ev.c.n_params))
@@ -211,13 +211,11 @@ def traced(init: Any, clock: TaskClock) -> Any:
     """The pool's worker initializer, then a 2-step episode (the step graph is traced before any task), then timers."""
 
     def init_and_trace(*args: Any) -> Any:
-        from wm.envs import make_env
-
         ctx = init(*args)
         ev = ctx.evaluator
         ev.evaluate(np.zeros((1, ev.c.n_params)), np.array([[1000]]), max_steps=2)
         clock.graph, clock.env = timers(ev)
-        clock.raw_env = make_env(ctx.spec.config())
+        clock.raw_env = ctx.spec.facts.open()
         clock.raw_env.reset(seed=1000)
         return ctx
 
@@ -319,7 +317,7 @@ def task_fill(run_path: Path, a: argparse.Namespace) -> dict[str, Any]:
     from wm.envs.setup import setup
     from wm.rollouts.engine import EvalSpec, init_worker
 
-    ctx = init_worker(EvalSpec("real", cfg.to_dict(), str(run.path)))  # one TF thread, V and M loaded, envs opened
+    ctx = init_worker(EvalSpec.of("real", cfg, str(run.path)))  # one TF thread, V and M loaded, envs opened
     ev = ctx.evaluator
     path = run.params(a.task_params) if a.task_params in ("best", "mean") else Path(a.task_params)
     centre = read_params(path, ev.c.n_params).astype(np.float32)

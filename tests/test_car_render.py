@@ -123,7 +123,7 @@ def test_scores_use_the_official_renderer(monkeypatch):
     cfg = tiny_cfg("env.renderer=fast", env="carracing")
     assert scoring_config(cfg).env.renderer == "official" and cfg.env.renderer == "fast"
     seen = []
-    monkeypatch.setattr(engine, "evaluate_seeds", lambda spec, *a, **k: seen.append(spec.cfg["env"]["renderer"]))
+    monkeypatch.setattr(engine, "evaluate_seeds", lambda spec, *a, **k: seen.append(spec.facts.env.renderer))
     play(cfg, RunDir("unused"), "real", None, [1, 2])
     assert seen == ["official"]
 

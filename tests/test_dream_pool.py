@@ -37,9 +37,9 @@ def test_batched_pool_matches_the_one_thread_and_process_pools(tmp_path):
 
     cfg, run = tiny_world(tmp_path / "run")
     params, seeds = population(cfg)
-    spec = EvalSpec("dream", cfg.to_dict(), str(run.path))
+    spec = EvalSpec.of("dream", cfg, str(run.path))
     # the batched pool: this process, all threads, the whole population × trials as one task
-    with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), str(run.path), threads=None),)) as pool:
+    with SerialPool(init_worker, (EvalSpec.of("dream", cfg, str(run.path), threads=None),)) as pool:
         tasks = make_tasks(params, seeds, P)
         assert len(tasks) == 1
         batched = gather(pool.map(evaluate_task, tasks), P, K)
@@ -153,7 +153,7 @@ from wm.core import config as C
 from wm.rollouts.engine import EvalSpec, evaluate_task, gather, init_worker, make_tasks
 cfg = C.load(["doom_takecover", "tiny"], {sets!r})
 params, seeds = np.array({params!r}), np.array({seeds!r}, np.int64)
-with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), {run!r}, threads=None, gpu=True),)) as pool:
+with SerialPool(init_worker, (EvalSpec.of("dream", cfg, {run!r}, threads=None, gpu=True),)) as pool:
     r, ln, lost = gather(pool.map(evaluate_task, make_tasks(params, seeds, len(params))), len(params), seeds.shape[1])
 print(json.dumps([r.tolist(), lost]))
 """
@@ -167,7 +167,7 @@ def test_gpu_batched_pool_matches_cpu(tmp_path, repo_root):
 
     cfg, run = tiny_world(tmp_path / "run")
     params, seeds = population(cfg)
-    with SerialPool(init_worker, (EvalSpec("dream", cfg.to_dict(), str(run.path), threads=None),)) as pool:
+    with SerialPool(init_worker, (EvalSpec.of("dream", cfg, str(run.path), threads=None),)) as pool:
         cpu = gather(pool.map(evaluate_task, make_tasks(params, seeds, P)), P, K)[0]
     script = tmp_path / "gpu.py"
     script.write_text(

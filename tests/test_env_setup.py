@@ -77,6 +77,45 @@ def test_the_world_loader_and_the_evaluators_take_a_setup_not_the_config():
     assert not found, found
 
 
+def test_the_engine_resolves_the_spec_once_and_its_worker_side_reads_no_config():
+    """`EvalSpec.of` is the engine's one reader of a config: the spec carries the setup and the few `es` / `evaluate`
+    values the workers use, pickles (to a process or an MPI rank) as the setup's plain dict, and the rest of
+    `wm.rollouts.engine` names no `Config` and takes or reads no `cfg`."""
+    import ast
+    import pickle
+
+    from wm.core import config as C
+    from wm.rollouts.engine import EvalSpec
+
+    cfg = C.update(C.defaults(), {"es": {"real_envs_per_worker": 7, "task_timeout": 33.0}, "evaluate": {"gif_stride": 3}})
+    spec = EvalSpec.of("dream", cfg, "some/run", temperature=0.4)
+    assert (spec.real_envs, spec.task_timeout, spec.gif_stride, spec.facts.dream.temperature) == (7, 33.0, 3, 0.4)
+    back = pickle.loads(pickle.dumps(spec))
+    assert back.facts is spec.facts  # the same config resolves to the one setup of this process
+    assert (back.facts.controller, back.facts.dream, back.facts.sizes) == (
+        spec.facts.controller,
+        spec.facts.dream,
+        spec.facts.sizes,
+    )
+    with pytest.raises(WMError, match="unknown evaluation kind 'dreams'"):
+        EvalSpec.of("dreams", cfg, "some/run")
+
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "wm" / "rollouts" / "engine.py").read_text())
+    boundary = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "of")
+    inside = {id(n) for n in ast.walk(boundary)}
+    found = [
+        f"engine.py:{n.lineno}"
+        for n in ast.walk(tree)
+        if id(n) not in inside
+        and (
+            (isinstance(n, ast.Name) and n.id in ("Config", "cfg"))
+            or (isinstance(n, ast.arg) and n.arg == "cfg")
+            or (isinstance(n, ast.Attribute) and n.attr in ("config", "cfg"))
+        )
+    ]
+    assert not found, found
+
+
 def test_one_setup_per_config():
     cfg = load(["carracing"])
     assert setup(cfg) is setup(load(["carracing"]))

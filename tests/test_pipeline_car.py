@@ -97,7 +97,7 @@ def test_tiny_carracing_pipeline(tmp_path, repo_root):
     real = []
     for c in checks:
         with np.load(c) as z:
-            spec = EvalSpec("real", cfg.to_dict(), str(dream.path))
+            spec = EvalSpec.of("real", cfg, str(dream.path))
             returns, *_ = evaluate_seeds(spec, z["params"], seeds, z["params"].size)
             assert int(z["real_episodes"]) == 2 and float(z["real"]) == pytest.approx(returns.mean(), abs=1e-6)
             real.append((float(z["real"]), z["params"]))

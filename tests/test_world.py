@@ -95,7 +95,7 @@ def test_serial_and_process_pools_give_identical_results(tmp_path):
     from wm.core.procpool import ProcessPool
 
     cfg = tiny_cfg()
-    spec = EvalSpec("toy", cfg.to_dict(), str(tmp_path))
+    spec = EvalSpec.of("toy", cfg, str(tmp_path))
     tasks = _toy_tasks(cfg)
     with SerialPool(init_worker, (spec,)) as pool:
         serial = gather(pool.map(evaluate_task, tasks), 7, 3)
@@ -119,7 +119,7 @@ from tests.test_world import _toy_tasks
 if launched_rank() > 0:
     sys.exit(serve())
 cfg = C.load(["doom_takecover", "tiny"], [])
-with make_pool(init_worker, (EvalSpec("toy", cfg.to_dict(), "."),)) as pool:
+with make_pool(init_worker, (EvalSpec.of("toy", cfg, "."),)) as pool:
     r, ln, lost = gather(pool.map(evaluate_task, _toy_tasks(cfg)), 7, 3)
 print(json.dumps([r.tolist(), ln.tolist(), lost]))
 """
@@ -131,7 +131,7 @@ def test_mpi_pool_gives_the_serial_results(tmp_path, repo_root):
     from wm.mpi.pool import SerialPool
 
     cfg = tiny_cfg()
-    with SerialPool(init_worker, (EvalSpec("toy", cfg.to_dict(), "."),)) as pool:
+    with SerialPool(init_worker, (EvalSpec.of("toy", cfg, "."),)) as pool:
         r, ln, _ = gather(pool.map(evaluate_task, _toy_tasks(cfg)), 7, 3)
     script = tmp_path / "mpi_pool.py"
     script.write_text(_MPI_SCRIPT.format(root=str(repo_root)))
@@ -159,7 +159,7 @@ cfg = C.load(["doom_takecover", "tiny"], [])
 from wm.envs import action_dim
 from wm.models.controller import Controller
 n = Controller.from_config(cfg, action_dim(cfg)).n_params
-spec = EvalSpec("toy", cfg.to_dict(), ".")
+spec = EvalSpec.of("toy", cfg, ".")
 runs = [evaluate_seeds(spec, None, list(range(10)), n)[0].tolist() for _ in range(2)]
 print(json.dumps(runs))
 """

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -119,6 +119,10 @@ class Setup:
 
     cfg: Config = field(repr=False)
 
+    def __reduce__(self) -> tuple[Any, tuple[dict]]:
+        # pickled as its config's plain dict (an evaluation spec sent to a worker): resolved again there, once
+        return _setup_of_dict, (self.cfg.to_dict(),)
+
     @cached_property
     def family(self) -> EnvFamily:
         """The game's record (`wm.envs.family`)."""
@@ -195,6 +199,13 @@ def setup(cfg: Config) -> Setup:
             _SETUPS.pop(next(iter(_SETUPS)))
         found = _SETUPS.setdefault(key, Setup(cfg))
     return found
+
+
+def _setup_of_dict(d: dict) -> Setup:
+    """The setup of a cast config's `to_dict()` (an unpickled `Setup`)."""
+    from wm.core.config import Config
+
+    return setup(Config(d))
 
 
 def family_of(name: str) -> EnvFamily:

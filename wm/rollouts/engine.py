@@ -2,7 +2,7 @@
 
 `evaluate` (the stage, the τ sweep) and `train-controller` (CMA-ES fitness) both go through here:
 
-    spec = EvalSpec("dream", cfg.to_dict(), str(run.path))
+    spec = EvalSpec.of("dream", cfg, str(run.path))
     with make_pool(init_worker, (spec,), ...) as pool:            # SerialPool, ProcessPool or MPIPool (mpi.pool)
         returns, lengths, lost = run_tasks(pool, params, seeds, chunk)
 
@@ -30,12 +30,16 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from wm.core.errors import WMError
 from wm.rollouts.episodes import dream_episode, random_episode
+
+if TYPE_CHECKING:  # annotations only
+    from wm.core.config import Config
+    from wm.envs.setup import Setup
 
 KINDS = ("real", "dream", "random", "random-dream", "toy")
 # (members (k,), params (k, n), seeds (k, K)), optionally + the evaluator's keyword arguments (a training-time
@@ -45,15 +49,18 @@ Task = tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray,
 
 @dataclass(frozen=True)
 class EvalSpec:
-    """What a worker needs to build its evaluator: the kind, the resolved config (dict) and the run directory.
-
-    `temperature` overrides `dream.temperature` for the dream kinds (the τ sweep, `evaluate --temperature`).
+    """What a worker needs to build its evaluator, resolved once on the master (`EvalSpec.of`): the kind, the setup
+    (`wm.envs.setup`; it pickles as its config and is resolved again once in the worker), the run directory and the
+    few values of the `es` and `evaluate` sections the engine reads. No config travels or is read on the worker side.
     """
 
     kind: str
-    cfg: dict
+    facts: Setup
     run: str
-    temperature: float | None = None
+    real_envs: int = 4  # es.real_envs_per_worker: real envs stepped together by one worker
+    seed: int = 0  # es.seed: the toy's target
+    gif_stride: int = 1  # evaluate.gif_stride: frames kept in a recorded GIF
+    task_timeout: float = 0.0  # es.task_timeout: a task slower than this goes to another MPI rank too
     threads: int | None = 1  # TF threads in the worker: 1 where processes or ranks are the parallelism
     gpu: bool = False  # the GPU visible in the worker: only the one-process batched dream pool (es.device)
 
@@ -61,13 +68,28 @@ class EvalSpec:
         if self.kind not in KINDS:
             raise WMError(f"unknown evaluation kind {self.kind!r} (expected one of {KINDS})")
 
-    def config(self) -> Any:
+    @classmethod
+    def of(cls, kind: str, cfg: Config, run: str, temperature: float | None = None, **kw: Any) -> EvalSpec:
+        """The spec of `kind` under `cfg` for the run at `run`; `temperature` overrides `dream.temperature` for the
+        dream kinds (the τ sweep, `evaluate --temperature`)."""
         from wm.core import config as C
+        from wm.envs.setup import setup
 
-        cfg = C.Config(self.cfg)  # a cast Config's to_dict() (pickled to the worker; its types survive)
-        if self.temperature is not None:
-            cfg = C.update(cfg, {"dream": {"temperature": float(self.temperature)}}, source="temperature")
-        return cfg
+        if kind not in KINDS:  # before anything is resolved
+            raise WMError(f"unknown evaluation kind {kind!r} (expected one of {KINDS})")
+        if temperature is not None:
+            cfg = C.update(cfg, {"dream": {"temperature": float(temperature)}}, source="temperature")
+        es = cfg.es
+        return cls(
+            kind,
+            setup(cfg),
+            run,
+            real_envs=es.real_envs_per_worker,
+            seed=es.seed,
+            gif_stride=cfg.evaluate.gif_stride,
+            task_timeout=es.task_timeout,
+            **kw,
+        )
 
 
 def kind_of(dream: bool, random: bool) -> str:
@@ -124,12 +146,10 @@ class EpisodeEvaluator:
 def make_evaluator(spec: EvalSpec) -> Any:
     """Build the evaluator of `spec` in this process (loads V/M, opens envs)."""
     from wm.core.rundir import RunDir
-    from wm.envs.setup import setup
 
-    cfg, run = spec.config(), RunDir(spec.run)
-    facts = setup(cfg)  # resolved once: the evaluators read it, not the config
+    facts, run = spec.facts, RunDir(spec.run)
     if spec.kind == "toy":
-        return ToyEvaluator(facts.n_params, cfg.es.seed)
+        return ToyEvaluator(facts.n_params, spec.seed)
     if spec.kind == "dream":
         from wm.rollouts.dream import load_dream
 
@@ -137,7 +157,7 @@ def make_evaluator(spec: EvalSpec) -> Any:
     if spec.kind == "real":
         from wm.rollouts.rollout import RealEvaluator
 
-        return RealEvaluator.from_run(facts, run, n_envs=cfg.es.real_envs_per_worker)
+        return RealEvaluator.from_run(facts, run, n_envs=spec.real_envs)
     if spec.kind == "random":
         env, cap = facts.open(), facts.env.max_steps
         return EpisodeEvaluator(lambda s: random_episode(env, s, cap)[:2], env.close, env.episode_figures)
@@ -235,12 +255,11 @@ def play_or_record(ctx: WorkerContext, task: Task | GifTask) -> Task | tuple[str
     if not isinstance(task, GifTask):
         return evaluate_task(ctx, task)
     from wm.core.rundir import RunDir
-    from wm.envs.setup import setup
     from wm.rollouts.recording import write_episode_gif
 
-    cfg, run = ctx.spec.config(), RunDir(ctx.spec.run)
+    spec = ctx.spec
     steps = write_episode_gif(
-        setup(cfg), run, ctx.spec.kind, task.params, int(task.seed), Path(task.path), cfg.evaluate.gif_stride
+        spec.facts, RunDir(spec.run), spec.kind, task.params, int(task.seed), Path(task.path), spec.gif_stride
     )
     return task.path, steps
 
@@ -358,8 +377,7 @@ def evaluate_seeds(
     workers = max(1, min(int(workers), len(seeds)))
     # one MPI pool per job: its close stops the ranks, so a later call (the τ sweep's next τ) uses local processes
     if launched_size() > 1 and spec.kind not in ("dream", "random-dream") and not PROCESS.workers_released:
-        timeout = spec.config().es.task_timeout  # a task slower than this goes to another rank too
-        with make_pool(init_worker, (spec,), timeout=timeout, retries=0, log=log) as pool:
+        with make_pool(init_worker, (spec,), timeout=spec.task_timeout, retries=0, log=log) as pool:
             return run_seeds(pool, params, seeds, n_params, progress, gifs, log)
     if workers == 1:
         pool: Any = SerialPool(init_worker, (replace(spec, threads=None),), retries=0, log=log)

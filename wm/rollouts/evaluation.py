@@ -199,10 +199,9 @@ def play(
     workers that played (`wm.rollouts.recording.write_episode_gif`).
 
     Real episodes always use the official renderer (`scoring_config`)."""
-    from wm.envs.setup import setup
     from wm.rollouts.engine import EvalSpec, evaluate_seeds
 
-    cfg = scoring_config(cfg)
-    spec = EvalSpec(kind, cfg.to_dict(), str(run.path), temperature=temperature)
-    n = setup(cfg).n_params
-    return evaluate_seeds(spec, params, seeds, n, workers=workers, progress=progress, log=log, pool=pool, gifs=gifs)
+    spec = EvalSpec.of(kind, scoring_config(cfg), str(run.path), temperature=temperature)
+    return evaluate_seeds(
+        spec, params, seeds, spec.facts.n_params, workers=workers, progress=progress, log=log, pool=pool, gifs=gifs
+    )

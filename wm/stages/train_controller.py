@@ -237,7 +237,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
     truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
-    spec = EvalSpec(es_cfg.fitness, cfg.to_dict(), str(run.path))
+    spec = EvalSpec.of(es_cfg.fitness, cfg, str(run.path))
     batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
         spec = replace(spec, threads=devices.threads, gpu=devices.gpu)
