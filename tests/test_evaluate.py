@@ -54,7 +54,8 @@ def test_dream_evaluation_and_gif(tmp_path):
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
     from wm.rollouts.evaluation import input_digest
 
-    assert s["inputs"] == input_digest(cfg, run, run.params("best"), dream=True) and set(s["inputs"]) >= {"mdnrnn", "params"}
+    assert s["inputs"] == input_digest(setup(cfg), run, run.params("best"), dream=True)
+    assert set(s["inputs"]) >= {"mdnrnn", "params"}
     rows = [json.loads(line) for line in (run.path / "eval/dream/episodes.jsonl").read_text().splitlines()]
     assert [r["seed"] for r in rows] == [500, 501, 502]
     assert s["mean"] == pytest.approx(np.mean([r["return"] for r in rows]))
@@ -278,3 +279,25 @@ def test_a_carracing_evaluation_records_how_each_episode_was_driven(tmp_path, ca
     assert "tiles 0." in capsys.readouterr().out
     assert cli.main(["results", "--runs", str(run), "--out", str(tmp_path / "res"), "--resamples", "200"]) == 0
     assert "| laps finished |" in (tmp_path / "res" / "results.md").read_text()
+
+
+def test_the_input_digest_names_the_dream_settings_and_what_c_reads(tmp_path):
+    """The digest of the dream's settings is the one stored checks were written with (sha256 of the `dream` section
+    with M's dropout, sorted JSON); C's reading of μ (`controller.z_input: mean`) is part of what a real check played
+    with, the paper's sampled z adds nothing (stored digests stay valid)."""
+    import hashlib
+
+    from wm.rollouts.evaluation import input_digest
+
+    run = RunDir(tmp_path / "run")
+    for path, data in ((run.vae_weights, b"V"), (run.mdnrnn_weights, b"M"), (run.params("best"), b"C")):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    cfg = C.update(C.defaults(), {"dream": {"temperature": 0.9}, "mdnrnn": {"dropout": 0.1}})
+    want = json.dumps(cfg.dream.to_dict() | {"dropout": 0.1}, sort_keys=True, default=str).encode()
+    dreamed = input_digest(setup(cfg), run, run.params("best"), dream=True)
+    assert dreamed["dream"] == hashlib.sha256(want).hexdigest()[:16]
+    assert dreamed["vae"] == hashlib.sha256(b"V").hexdigest()[:16] and "z_input" not in dreamed
+    mean = C.update(cfg, {"controller": {"z_input": "mean"}})
+    assert input_digest(setup(mean), run, run.params("best"))["z_input"] == "mean"
+    assert "z_input" not in input_digest(setup(mean), run, None)  # the random policy reads no z

@@ -15,6 +15,7 @@ from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
+from wm.envs.setup import setup
 from wm.rounds import control, runner
 from wm.rounds.iterate import (
     PassCheck,
@@ -836,9 +837,9 @@ def test_a_stored_check_is_reused_only_with_the_same_seeds_v_m_and_c(tmp_path, m
         played.append(tuple(verb_args))
         tag, first, n = (verb_args[verb_args.index(k) + 1] for k in ("--tag", "--seed", "--episodes"))
         spec = verb_args[verb_args.index("--params") + 1] if "--params" in verb_args else None
-        pfile = None if "--random" in verb_args else played_params(cfg, where, spec)
+        pfile = None if "--random" in verb_args else played_params(where, spec or cfg.evaluate.params)
         seeds = list(range(int(first), int(first) + int(n)))
-        digest = input_digest(where.load_config() or cfg, where, pfile, "--dream" in verb_args)  # evaluate's own cfg
+        digest = input_digest(setup(where.load_config() or cfg), where, pfile, "--dream" in verb_args)  # evaluate's own cfg
         write_results(where, tag, seeds, [float(len(played))] * len(seeds), [1] * len(seeds), {"inputs": digest})
 
     monkeypatch.setattr(control, "_evaluate", fake_evaluate)
@@ -896,7 +897,7 @@ def test_the_final_check_counts_the_short_checks_episodes_without_playing_them_a
         tag, first, n = (verb_args[verb_args.index(k) + 1] for k in ("--tag", "--seed", "--episodes"))
         seeds = list(range(int(first), int(first) + int(n)))
         played.append(seeds)
-        digest = input_digest(cfg, where, played_params(cfg, where, None), False)
+        digest = input_digest(setup(cfg), where, played_params(where, cfg.evaluate.params), False)
         write_results(where, tag, seeds, [float(s - base) for s in seeds], [1] * len(seeds), {"inputs": digest})
 
     monkeypatch.setattr(control, "_evaluate", fake_evaluate)

@@ -24,25 +24,25 @@ from wm.core.errors import WMError
 from wm.core.format import count, duration
 from wm.core.rundir import PARAMS, RunDir
 from wm.core.seeds import evaluation_seeds
-from wm.envs.setup import scoring_config
+from wm.envs.setup import Setup, scoring_config
 
 # The summary's "mode" of each evaluation kind (wm.rollouts.engine.KINDS), as written since the first results.
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
 
 
-def played_params(cfg: Config, run: RunDir, spec: str | None = None) -> Path:
-    """The params file an evaluation of `run` plays: `spec` or, without one, `evaluate.params` (what `load_world` reads
-    and round control's checks expect); `best` / `mean` are the run's `controller/<x>.npz`, anything else a path
-    (relative to the working dir)."""
-    spec = spec or cfg.evaluate.params
-    return run.params(spec) if spec in PARAMS else Path(spec)
+def played_params(run: RunDir, choice: str) -> Path:
+    """The params file an evaluation of `run` plays: `choice` is the command's `--params` or, without one,
+    `evaluate.params` (what `load_world` reads and round control's checks expect); `best` / `mean` are the run's
+    `controller/<x>.npz`, anything else a path (relative to the working dir)."""
+    return run.params(choice) if choice in PARAMS else Path(choice)
 
 
-def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
+def input_digest(facts: Setup, run: RunDir, params: Path | None, dream: bool = False) -> dict[str, str]:
     """Short SHA-256 of what an evaluation of `run` plays with: V's and M's weights, C's params file when it has one,
-    and in the dream the dream's settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at
-    another temperature or dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses
-    a stored check only while these match)."""
+    what C reads of V when it is not the paper's sampled z (`controller.z_input`), and in the dream the dream's
+    settings (`dream.*` and M's dropout there, `mdnrnn.dropout`), so a check dreamed at another temperature or
+    dropout is not taken for this one (`evaluate` stores it in the summary; round control reuses a stored check only
+    while these match)."""
     import hashlib
     import json
 
@@ -51,9 +51,12 @@ def input_digest(cfg: Config, run: RunDir, params: Path | None, dream: bool = Fa
 
     files = {"vae": run.vae_weights, "mdnrnn": run.mdnrnn_weights, "params": params}
     out = {k: sha(Path(p).read_bytes()) for k, p in files.items() if p and Path(p).exists()}
+    if params is not None and facts.controller.z_input != "sampled":
+        out["z_input"] = facts.controller.z_input
     if dream:
-        settings = cfg.dream.to_dict() | {"dropout": cfg.mdnrnn.dropout}
-        out["dream"] = sha(json.dumps(settings, sort_keys=True, default=str).encode())
+        d = facts.dream  # the same dict, and so the same digest, as the `dream` section's with M's dropout
+        settings = {"temperature": d.temperature, "max_steps": d.max_steps, "done_sampling": d.done_sampling}
+        out["dream"] = sha(json.dumps(settings | {"dropout": facts.sizes.dropout}, sort_keys=True, default=str).encode())
     return out
 
 

@@ -91,12 +91,14 @@ def _check_mean(
     settings). `reuse`: a tag whose stored episodes, played with the same files, are the first of these seeds (the
     final check's first 30 are the short check's, bit for bit): only the seeds after them play, under `tag`, and the
     mean is over all."""
+    from wm.envs.setup import setup
     from wm.rollouts.evaluation import input_digest, played_params
 
     seeds = check_seeds(cfg, n, skip)
-    pfile = None if random else played_params(cfg, where, None if params is None else str(params))
+    own = where.load_config() or cfg
+    pfile = None if random else played_params(where, cfg.evaluate.params if params is None else str(params))
     # `evaluate` digests under `where`'s stored config (a round's learned_set may change dream.*), so the match does too
-    inputs = input_digest(where.load_config() or cfg, where, pfile, dream)
+    inputs = input_digest(setup(own), where, pfile, dream)
 
     def stored(t: str, want: list[int] | None) -> dict | None:
         s = read_json_or(where.eval_summary(t))

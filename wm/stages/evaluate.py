@@ -100,10 +100,12 @@ def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     cfg_t = C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature") if dream else cfg
     params, pfile = None, None
     if kind in ("real", "dream"):
-        world = load_world(setup(cfg), run, need=("params",), params=played_params(cfg, run, opts.params))
+        choice = opts.params or cfg.evaluate.params
+        world = load_world(setup(cfg), run, need=("params",), params=played_params(run, choice))
         params, pfile = world.params, world.params_path
     extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
-    extra["inputs"] = input_digest(cfg, run, pfile, dream)  # the files played with (round control's reuse of a stored check)
+    # the files played with (round control's reuse of a stored check)
+    extra["inputs"] = input_digest(setup(cfg), run, pfile, dream)
     if dream:
         extra["temperature"] = temperature
     default = not side_run(opts)

@@ -105,7 +105,7 @@ def run_sweep(
         for i, tau in enumerate(temps):
             src = sources[tau]
             scfg = cfg if src is run else (src.load_config() or cfg)
-            world = load_world(setup(scfg), src, need=("params",), params=played_params(scfg, src, params))
+            world = load_world(setup(scfg), src, need=("params",), params=played_params(src, params or scfg.evaluate.params))
             theta, pfile = world.params, world.params_path  # C's parameters (the `params` argument names their file)
             log.info("τ %g: controller %s (trained at τ %g)", tau, pfile, scfg.dream.temperature)
             # the dream evaluator batches every episode in one graph: one process is fastest (wm/rollouts/dream.py)
