@@ -142,7 +142,7 @@ def evaluate_run(tmp_path, with_models: bool = True) -> tuple[Config, RunDir]:
     from wm.core import tf_setup
 
     tf_setup.setup(gpu=False)
-    from wm.models.controller import Controller
+    from wm.envs.setup import setup
     from wm.models.mdnrnn import MDNRNN, save_config
     from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
@@ -155,7 +155,7 @@ def evaluate_run(tmp_path, with_models: bool = True) -> tuple[Config, RunDir]:
     save_config(m, run.stage_dir("train-mdnrnn") / "model.json")
     rng = np.random.default_rng(0)
     write_initial_z(run, z, rng)
-    n = Controller.from_config(cfg, 1).n_params
+    n = setup(cfg).n_params
     atomic_savez(
         run.stage_dir("train-controller") / "best.npz",
         params=rng.standard_normal(n).astype(np.float32) * 0.1,

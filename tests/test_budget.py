@@ -68,14 +68,13 @@ def test_tasks_carry_the_budget_to_the_evaluator():
 
 @pytest.mark.env
 def test_real_carracing_episodes_stop_at_the_cap_and_when_no_tile_is_reached():
-    from wm.envs import action_dim
     from wm.models.controller import Controller
     from wm.models.mdnrnn import MDNRNN
     from wm.models.vae import ConvVAE
     from wm.rollouts.rollout import RealEvaluator
 
     cfg = _car("mdnrnn.hidden=16")
-    ctrl = Controller.from_config(cfg, action_dim("carracing"))
+    ctrl = Controller.from_setup(setup(cfg))
     ev = RealEvaluator(setup(cfg), ConvVAE(32), MDNRNN(32, 3, 16, 5, False), ctrl, n_envs=2, should_stop=lambda: False)
     try:
         still = np.zeros((2, ctrl.n_params))

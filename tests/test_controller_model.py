@@ -8,6 +8,7 @@ import pytest
 from wm.core.config import defaults, update
 from wm.core.errors import WMError
 from wm.envs import car_action
+from wm.envs.setup import setup
 from wm.models.controller import Controller
 
 
@@ -69,7 +70,7 @@ def test_batched_numpy_and_tf_agree(mode, bias):
     np.testing.assert_allclose(c.act(p, zk, ck, hk)[:, 1], c.act(p, zk[:, 1], ck[:, 1], hk[:, 1]), rtol=1e-5)
 
 
-def test_car_postprocessing_and_from_config():
+def test_car_postprocessing_and_from_setup():
     a = np.array([[-0.5, -1.0, -0.3], [0.9, 1.0, 0.7]], np.float32)
     np.testing.assert_allclose(car_action(a), [[-0.5, 0.0, 0.0], [0.9, 1.0, 0.7]])
     car = update(
@@ -81,9 +82,9 @@ def test_car_postprocessing_and_from_config():
             "controller": {"mode": "zh", "bias": True},
         },
     )
-    c = Controller.from_config(car, 3)
+    c = Controller.from_setup(setup(car))
     assert c.n_params == 867 and c.car_actions
     doom = update(defaults(), {"vae": {"z_dim": 64}})
-    d = Controller.from_config(doom, 1)
+    d = Controller.from_setup(setup(doom))
     assert d.n_params == 1088 and not d.car_actions
     np.testing.assert_array_equal(d.postprocess(np.array([[0.4]])), [[0.4]])

@@ -23,9 +23,9 @@ P, K, SETS = WORLD_P, WORLD_K, WORLD_SETS  # tiny_world's population, trials per
 
 
 def population(cfg: C.Config) -> tuple[np.ndarray, np.ndarray]:
-    from wm.models.controller import Controller
+    from wm.envs.setup import setup
 
-    n = Controller.from_config(cfg, 1).n_params
+    n = setup(cfg).n_params
     rng = np.random.default_rng(3)
     return rng.normal(0, 0.5, (P, n)), rng.integers(0, 2**40, (P, K))
 

@@ -236,7 +236,7 @@ def test_real_rollouts_depend_only_on_seed_and_params():
     cfg = tiny_cfg("env.max_steps=60")
     vae, m = ConvVAE(cfg.vae.z_dim), MDNRNN(cfg.vae.z_dim, 1, cfg.mdnrnn.hidden, 5, True)
     m.step(np.zeros((1, cfg.vae.z_dim), np.float32), np.zeros((1, 1), np.float32), m.initial_state(1), np.ones(1, np.float32))
-    ctl = Controller.from_config(cfg, 1)
+    ctl = Controller.from_setup(setup(cfg))
     params = np.random.default_rng(0).normal(0, 1.0, (2, ctl.n_params))
     seeds = np.array([[3, 4, 5], [3, 4, 5]])
     two, one = RealEvaluator(setup(cfg), vae, m, ctl, n_envs=2), RealEvaluator(setup(cfg), vae, m, ctl, n_envs=1)

@@ -9,6 +9,7 @@ from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.envs import action_dim, action_post, m_action, make_env
+from wm.envs.setup import setup
 from wm.models.controller import Controller
 
 CARTPOLE = ["env.name=gym:CartPole-v1", "env.actions=discrete:2", "env.crop=[150,350,0,600]", "env.max_steps=40"]
@@ -19,7 +20,7 @@ def test_action_spaces_and_what_m_sees():
     assert action_dim(disc) == 2 and action_post(disc) == "onehot" and action_dim(box) == 1 and action_post(box) == "none"
     np.testing.assert_array_equal(m_action(disc, [[0.2, -0.3], [-1.0, 1.0]]), [[1, 0], [0, 1]])
     np.testing.assert_array_equal(m_action(box, [[2.0]]), [[1.0]])  # clipped to the controller's range
-    c = Controller.from_config(disc, 2)
+    c = Controller.from_setup(setup(disc))
     np.testing.assert_array_equal(c.postprocess(np.array([[0.1, 0.7]])), [[0, 1]])
     import tensorflow as tf
 
@@ -91,7 +92,7 @@ def test_joystick_actions_are_three_thresholded_outputs():
     a = np.array([[0.5, -0.2, 0.1], [-0.4, 0.34, -0.1], [0.3, -0.9, 0.0]], np.float32)
     want = [[1, 0, 1], [-1, 1, -1], [0, -1, -1]]  # axes pushed past ±1/3, fire above 0
     np.testing.assert_array_equal(m_action(cfg, a), want)
-    c = Controller.from_config(cfg, 3)
+    c = Controller.from_setup(setup(cfg))
     assert c.n_params == c.input_dim * 3  # 3 outputs, whatever the env's action count (tiny: no bias)
     np.testing.assert_array_equal(c.postprocess(a), want)
     import tensorflow as tf

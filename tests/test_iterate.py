@@ -167,7 +167,7 @@ def test_prepare_round_refuses_unfinished_base(tmp_path):
 @pytest.fixture(scope="module")
 def agent_run(tmp_path_factory):
     """A run with untrained-but-real V (z 64), M (LSTM 32) and zero C params on disk."""
-    from wm.models.controller import Controller
+    from wm.envs.setup import setup
     from wm.models.mdnrnn import MDNRNN, save_config
     from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
@@ -182,7 +182,7 @@ def agent_run(tmp_path_factory):
     m = MDNRNN(64, 1, 32, 5, True)
     save_weights(m, run.path / "mdnrnn" / "mdnrnn.weights.h5")
     save_config(m, run.path / "mdnrnn" / "model.json")
-    n = Controller.from_config(cfg, 1).n_params
+    n = setup(cfg).n_params
     atomic_savez(run.path / "controller" / "best.npz", params=np.zeros(n))
     return cfg, run
 

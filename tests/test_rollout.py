@@ -195,7 +195,6 @@ def test_the_z_input_is_the_configs_and_unknown_ones_are_refused():
 
     cfg = update(C.defaults(), {"controller": {"z_input": "mean"}})
     assert Controller.from_setup(setup(cfg)).z_input == "mean"
-    assert Controller.from_config(cfg, 1).z_input == "mean"
     assert Controller.from_setup(setup(C.defaults())).z_input == "sampled"
     with pytest.raises(WMError, match="z_input 'mu' is not one of sampled, mean"):
         Controller("zch", Z, H, 1, bias=False, z_input="mu")

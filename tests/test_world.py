@@ -25,9 +25,9 @@ from wm.rollouts.world import load_world
 
 
 def _n(cfg: C.Config) -> int:
-    from wm.models.controller import Controller
+    from wm.envs.setup import setup
 
-    return Controller.from_config(cfg, 1).n_params
+    return setup(cfg).n_params
 
 
 def _one_line(e: pytest.ExceptionInfo) -> str:
@@ -156,9 +156,8 @@ from wm.rollouts.engine import EvalSpec, evaluate_seeds
 if launched_rank() > 0:
     sys.exit(serve())
 cfg = C.load(["doom_takecover", "tiny"], [])
-from wm.envs import action_dim
-from wm.models.controller import Controller
-n = Controller.from_config(cfg, action_dim(cfg)).n_params
+from wm.envs.setup import setup
+n = setup(cfg).n_params
 spec = EvalSpec.of("toy", cfg, ".")
 runs = [evaluate_seeds(spec, None, list(range(10)), n)[0].tolist() for _ in range(2)]
 print(json.dumps(runs))

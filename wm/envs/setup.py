@@ -183,7 +183,7 @@ class Setup:
 
     @property
     def n_params(self) -> int:
-        """C's parameter count (what `Controller.from_config(cfg, action_dim).n_params` is)."""
+        """C's parameter count (what `Controller.from_setup(self).n_params` is)."""
         return self.controller.n_params
 
 

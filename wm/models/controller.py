@@ -15,15 +15,12 @@ every row or one vector per row (B, n) for inputs (B, ...). `car_action` is the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from wm.envs import JOYSTICK_THRESHOLD, action_post, post_action
+from wm.envs import JOYSTICK_THRESHOLD, post_action
 from wm.envs.setup import Setup, controller_layout
-
-if TYPE_CHECKING:  # annotations only
-    from wm.core.config import Config
 
 
 class Controller:
@@ -55,21 +52,6 @@ class Controller:
         self.n_params = layout.n_params
         # V's μ instead of a sampled z, for C and M alike (`controller.z_input`; the agent step, `wm.rollouts.rollout`)
         self.z_input = layout.z_input
-
-    @classmethod
-    def from_config(cls, cfg: Config, action_dim: int) -> Controller:
-        """The controller of a resolved config (`cfg.controller`, `cfg.vae.z_dim`, `cfg.mdnrnn.hidden`)."""
-        c = cfg.controller
-        return cls(
-            c.mode,
-            cfg.vae.z_dim,
-            cfg.mdnrnn.hidden,
-            action_dim,
-            c.bias,
-            c.hidden_units,
-            post=action_post(cfg),
-            z_input=c.z_input,
-        )
 
     @classmethod
     def from_setup(cls, facts: Setup) -> Controller:
