@@ -31,6 +31,9 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it(tmp_path):
     assert car.iterate.rounds == 0 and doom.iterate.rounds > 0  # no Doom setting leaks into the car recipe
     assert car.env.renderer == "fast" and doom.env.renderer == "official"
     assert car.env.indicators and not C.load(["carracing"]).env.indicators  # the paper preset keeps the paper's crop
+    # the car recipe's C and M read V's μ (version 3); the paper's preset and Doom's recipe keep the sampled z (§6)
+    paper = C.load(["carracing"])
+    assert (car.controller.z_input, paper.controller.z_input, doom.controller.z_input) == ("mean", "sampled", "sampled")
     boxing = C.load(["atari_boxing", "small"])
     assert (boxing.collect.episodes, boxing.es.fitness, boxing.es.curriculum) == (300, "real", [600, 0])
     freeway = C.load(["atari_freeway", "small"])
