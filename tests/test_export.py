@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -169,3 +170,6 @@ def test_shipped_agent_opens_as_a_finished_run_and_refuses_writes(tmp_path, repo
         if p.is_file() and p.suffix in (".json", ".jsonl", ".md", ".yaml", ""):
             text = p.read_text()
             assert "/work" not in text and "/home" not in text and "/tmp" not in text and "../" not in text, p
+            # the C an evaluation played is named inside the agent, not in the run it was exported from
+            for m in re.finditer(r'"params_file": "([^"]*)"', text):
+                assert (agent / m.group(1)).is_file(), (p, m.group(1))
