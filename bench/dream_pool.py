@@ -1,5 +1,5 @@
 """C's dream in one process: the old serial path (one TF thread) vs the batched pool (all TF threads,
-the GPU when present), pycma's ask+tell cost (full vs separable CMA), and with `--xla` the dream graph under XLA.
+the GPU when present), pycma's ask+tell cost, and with `--xla` the dream graph under XLA.
 
 The small Doom dream: P = 32 members × K = 16 trials, z 64, LSTM 256, ZCH controller, random weights with the done
 bias calibrated to the authors' generation-1 mean episode length (305 steps, `bench/dream.py`), τ 1.25, episodes
@@ -66,26 +66,21 @@ def dream_variant(threads: int | None, gpu: bool, xla: bool, cap: int, gens: int
 
 
 def cma_times(gens: int = 12) -> dict:
-    """pycma ask+tell ms per generation (mean, max) at n = 1088, 867 and 576 (the small Doom C), popsize 64,
-    full vs diagonal."""
+    """pycma ask+tell ms per generation (mean, max) at n = 1088, 867 and 576 (the small Doom C), popsize 64."""
     import numpy as np
 
     from wm.es.cmaes import CMAES
 
     out = {}
     for n in (1088, 867, 576):
-        for diagonal in (False, True):
-            es, ts = CMAES(n, 64, 0.1, 0.01, 0, True, diagonal=diagonal), []
-            for _ in range(gens + 4):
-                t0 = time.perf_counter()
-                x = es.ask()
-                es.tell(-np.sum(x**2, axis=1))
-                ts.append(time.perf_counter() - t0)
-            ts = ts[4:]
-            out[f"n{n}_{'diagonal' if diagonal else 'full'}"] = {
-                "mean_ms": round(1000 * float(np.mean(ts)), 1),
-                "max_ms": round(1000 * float(np.max(ts)), 1),
-            }
+        es, ts = CMAES(n, 64, 0.1, 0.01, 0, True), []
+        for _ in range(gens + 4):
+            t0 = time.perf_counter()
+            x = es.ask()
+            es.tell(-np.sum(x**2, axis=1))
+            ts.append(time.perf_counter() - t0)
+        ts = ts[4:]
+        out[f"n{n}"] = {"mean_ms": round(1000 * float(np.mean(ts)), 1), "max_ms": round(1000 * float(np.max(ts)), 1)}
     return out
 
 
@@ -140,9 +135,8 @@ def main() -> None:
     if "s_per_generation" in batched:
         s = batched["s_per_generation"]
         for n in (1088, 867, 576):
-            for kind in ("full", "diagonal"):
-                ms = cma[f"n{n}_{kind}"]["mean_ms"] / 1000
-                res.setdefault("cma_share_of_batched_generation", {})[f"n{n}_{kind}"] = round(ms / (ms + s), 3)
+            ms = cma[f"n{n}"]["mean_ms"] / 1000
+            res.setdefault("cma_share_of_batched_generation", {})[f"n{n}"] = round(ms / (ms + s), 3)
     res["wall_s"] = round(time.perf_counter() - t_start, 1)
     print(json.dumps(res))
 

@@ -147,6 +147,10 @@ def test_retired_key_at_its_default_is_dropped_and_any_other_value_refused(tmp_p
     assert C.update(C.defaults(), {"es": {"common_seeds": False}}, source="config.yaml").es.popsize == 64
     with pytest.raises(WMError, match=r"'es.common_seeds'.*retired lever.*1a17aa4"):
         C.update(C.defaults(), {"es": {"common_seeds": True}}, source="config.yaml")
+    # the shipped CarRacing agent's stored config still names separable CMA-ES at its old default
+    assert "cma_diagonal" not in C.update(C.defaults(), {"es": {"cma_diagonal": False}}, source="config.yaml").es
+    with pytest.raises(WMError, match=r"'es.cma_diagonal'.*retired lever.*f7ffdf8"):
+        C.update(C.defaults(), {"es": {"cma_diagonal": True}}, source="config.yaml")
     # a retired key is never in the defaults (else the table lies)
     flat = C.flatten(C.defaults().to_dict())
     assert not [k for k in RETIRED if k in flat]

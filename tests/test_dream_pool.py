@@ -1,6 +1,6 @@
 """C's dream in one process: the batched pool (all TF threads, the whole population × trials as one
 task) gives the returns of the serial one-thread pool and the process pool; `es.device` is decided before TF
-starts and `gpu` without a GPU is refused in one line; separable CMA-ES (`es.cma_diagonal`) still learns."""
+starts and `gpu` without a GPU is refused in one line."""
 
 from __future__ import annotations
 
@@ -181,19 +181,6 @@ def test_gpu_batched_pool_matches_cpu(tmp_path, repo_root):
     assert lost == 0
     # float32 on another device: a done logit within round-off of 0 may end an episode a step apart
     assert np.mean(gpu == cpu) >= 0.9 and abs(gpu.mean() - cpu.mean()) <= 0.05 * cpu.mean()
-
-
-@pytest.mark.parametrize("diagonal", [False, True])
-def test_separable_cma_learns_the_toy_quadratic(diagonal):
-    from wm.es.cmaes import CMAES
-
-    target = np.linspace(-1.0, 1.0, 10)
-    es = CMAES(10, popsize=16, sigma0=0.5, weight_decay=0.0, seed=3, diagonal=diagonal)
-    for _ in range(80):
-        x = es.ask()
-        es.tell(-np.sum((x - target) ** 2, axis=1))
-    assert np.sum((es.mean - target) ** 2) < 1e-3  # the threshold of test_es.test_cmaes_learns_a_10d_quadratic
-    assert bool(es.es.opts["CMA_diagonal"]) is diagonal
 
 
 def test_the_configs_death_settings_reach_every_dream(tmp_path):

@@ -56,9 +56,10 @@ RETIRED: dict[str, Any] = {
     "iterate.redraws": 0,
     "iterate.redraw_of": "",
     "es.common_seeds": False,
+    "es.cma_diagonal": False,
 }
 # levers retired after RETIRED_AT, each with the last commit that has it
-RETIRED_LATER_AT: dict[str, str] = {"es.common_seeds": "1a17aa4"}
+RETIRED_LATER_AT: dict[str, str] = {"es.common_seeds": "1a17aa4", "es.cma_diagonal": "f7ffdf8"}
 
 # Keys that left for a reason other than a measurement: a stored config at the old default is read as before, any
 # other value is refused with the reason.

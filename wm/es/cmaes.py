@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from wm.core.config import RETIRED_LATER_AT
 from wm.core.imports import hidden
 from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.es import state as es_state
@@ -87,8 +88,7 @@ class _Randn:
 
 
 class CMAES:
-    """Ask/tell CMA-ES on a flat parameter vector (pycma, full covariance, active CMA as in the authors' log, §7;
-    `diagonal`: pycma's separable CMA-ES, `CMA_diagonal`, whose ask+tell stays cheap at n ≈ 1000).
+    """Ask/tell CMA-ES on a flat parameter vector (pycma, full covariance, active CMA as in the authors' log, §7).
 
     `ask()` returns the (popsize, n) population; `seeds(trials)` the (popsize, trials) episode seeds of this
     generation; `tell(returns)` takes the (popsize,) mean returns (higher is better) of the last `ask()`.
@@ -103,7 +103,6 @@ class CMAES:
         seed: int = 0,
         antithetic: bool = True,
         x0: np.ndarray | None = None,
-        diagonal: bool = False,
     ):
         # pycma's optional scipy.stats (a surrogate model's rank test) and matplotlib (its plots) are never used
         # here: skipped, the CMA-ES master starts ≈ 0.9 s of CPU sooner (wm.core.imports)
@@ -112,7 +111,7 @@ class CMAES:
             import cma
 
         self.n, self.popsize, self.weight_decay, self.antithetic = int(n), int(popsize), float(weight_decay), bool(antithetic)
-        self.sigma0, self.diagonal = float(sigma0), bool(diagonal)
+        self.sigma0 = float(sigma0)
         self._randn = _Randn(seed)
         x0 = np.zeros(self.n) if x0 is None else np.asarray(x0, dtype=np.float64)
         outer = np.random.get_state()
@@ -132,8 +131,6 @@ class CMAES:
                         "verb_log": 0,
                         "verb_disp": 0,  # no console output, no outcmaes/ files
                         "signals_filename": None,
-                        # separable CMA-ES: a diagonal covariance, O(n) per sample instead of O(n²) (es.cma_diagonal)
-                        **({"CMA_diagonal": True} if diagonal else {}),
                     },
                 )
             self._np_state = np.random.get_state()
@@ -203,7 +200,6 @@ class CMAES:
             "n": self.n,
             "popsize": self.popsize,
             "sigma0": self.sigma0,
-            "diagonal": self.diagonal,
             "weight_decay": self.weight_decay,
             "antithetic": self.antithetic,
             "options": _plain_options(self.es),
@@ -218,13 +214,17 @@ class CMAES:
         """Rebuild a wrapper from `state_dict()`: a CMA-ES constructed afresh with the same settings, pycma's stored
         attributes written onto it (`load_object`), the generators set; `StateError` when they do not fit."""
         try:
+            if state.get("diagonal"):
+                raise es_state.StateError(
+                    f"it is separable CMA-ES's (es.cma_diagonal, retired: it needs the code of commit "
+                    f"{RETIRED_LATER_AT['es.cma_diagonal']})"
+                )
             self = cls(
                 int(state["n"]),
                 int(state["popsize"]),
                 float(state["sigma0"]),
                 float(state["weight_decay"]),
                 antithetic=bool(state["antithetic"]),
-                diagonal=bool(state["diagonal"]),
             )
             if json.dumps(state["options"], sort_keys=True) != json.dumps(_plain_options(self.es), sort_keys=True):
                 raise es_state.StateError("pycma's options differ from this code's (another pycma version?)")

@@ -270,7 +270,7 @@ def make_es(es_cfg, n: int, x0: np.ndarray | None = None, seed: int | None = Non
     if algo == "cma":
         from wm.es.cmaes import CMAES
 
-        return CMAES(*args, x0=x0, diagonal=es_cfg.cma_diagonal)
+        return CMAES(*args, x0=x0)
     if algo == "openes":
         return OpenES(*args, x0, lr=es_cfg.lr, sigma_decay=es_cfg.sigma_decay, sigma_min=es_cfg.sigma_min)
     if algo == "pepg":
