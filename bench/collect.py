@@ -70,12 +70,13 @@ def raw_speed(cfg, steps: int) -> float:
 
 def collect_speed(cfg, workers: int) -> tuple[float, float]:
     from wm.stages import collect
+    from wm.stages.contract import stage_input
 
     with tempfile.TemporaryDirectory() as d:
         run = RunDir(d)
         run.bind_config(cfg)
         t0 = time.perf_counter()
-        info = collect.run(cfg, run, collect.Options(workers=workers))
+        info = collect.run(stage_input(cfg, "collect"), run, collect.Options(workers=workers))
         wall = time.perf_counter() - t0
         recs = [r for r in read_jsonl(run.metrics_path("collect")) if "collect/rejected" in r]
         first, last = recs[0], recs[-1]

@@ -50,13 +50,31 @@ def toy_cfg(**sets: object) -> Config:
     return tiny_cfg(*(f"{k}={v}" for k, v in base.items()))
 
 
+def stage_run(verb: str, cfg: Config, run: RunDir, **opts: object) -> object:
+    """Stage `verb` run in this process on `run` under the whole config `cfg`, its inputs resolved as the CLI does
+    (`wm.stages.contract.stage_input`); `opts`: its Options."""
+    from wm.core.registry import load_stage
+    from wm.stages.contract import stage_input
+
+    mod = load_stage(verb)
+    return mod.run(stage_input(cfg, verb), run, mod.Options(**opts))
+
+
+def train_vae(cfg: Config, run: RunDir, **kw: object) -> dict:
+    """train-vae's training loop in this process (`kw`: `force`, `stop_at_step`), its log quiet."""
+    from wm.core.metrics import make_logger
+    from wm.stages.contract import stage_input
+    from wm.stages.train_vae import train
+
+    with make_logger(run, "train-vae", console=False) as log:
+        return train(stage_input(cfg, "train-vae"), run, log, **kw)
+
+
 def stage(cfg: Config, path, **kw: object) -> RunDir:
     """train-controller run in this process on the run dir at `path` (bound to `cfg`); `kw`: its Options."""
-    from wm.stages import train_controller
-
     run = RunDir(path)
     cfg = run.bind_config(cfg, "train-controller")
-    train_controller.run(cfg, run, train_controller.Options(**kw))
+    stage_run("train-controller", cfg, run, **kw)
     return run
 
 

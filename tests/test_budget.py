@@ -44,7 +44,8 @@ def test_curriculum_raises_the_cap_only_when_the_generation_mean_is_the_best_yet
 )
 def test_budgets_the_fitness_cannot_apply_are_refused(configs, sets, match):
     with pytest.raises(WMError, match=match):
-        check_budget(load(configs, sets))
+        cfg = load(configs, sets)
+        check_budget(cfg, setup(cfg).family)
 
 
 def test_tasks_carry_the_budget_to_the_evaluator():

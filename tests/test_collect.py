@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import tiny_cfg
+from tests.helpers import stage_run, tiny_cfg
 from wm.core.rundir import RunDir
 from wm.data.episodes import EPISODE_KEYS, list_episodes, read_episode
 from wm.stages import collect
@@ -31,7 +31,7 @@ def _cfg(*extra: str):
 def _collect(path: Path, cfg, workers: int | None = None) -> RunDir:
     run = RunDir(path)
     run.bind_config(cfg, "collect")
-    collect.run(cfg, run, collect.Options(workers=workers))
+    stage_run("collect", cfg, run, workers=workers)
     return run
 
 
@@ -126,10 +126,11 @@ def test_resume_after_kill_keeps_finished_files(tmp_path):
     assert not list(folder.glob(".tmp-*"))
     # resumed episodes equal what a fresh collection produces for those slots
     cfg = RunDir(path).load_config()
-    from wm.envs import action_dim, make_env
+    from wm.envs import make_env
+    from wm.stages.contract import stage_input
 
     env_ = make_env(cfg)
-    last = collect.collect_slot(cfg, env_, action_dim(cfg), 9)[0]
+    last = collect.collect_slot(stage_input(cfg, "collect"), env_, 9)[0]
     env_.close()
     np.testing.assert_array_equal(read_episode(files[9])["obs"], last["obs"])
 
@@ -150,7 +151,7 @@ def test_corrupt_files_reported_and_regenerated(tmp_path, capsys):
     s = data_check.summarise(run, full=True)
     assert s["episodes"] == 2 and {b["file"] for b in s["bad_files"]} == {"ep_000001.npz", "ep_000007.npz"}
 
-    collect.run(cfg, run, collect.Options(workers=1))  # rerun: the in-range bad file is rewritten
+    stage_run("collect", cfg, run, workers=1)  # rerun: the in-range bad file is rewritten
     log = (run.path / "logs" / "collect.log").read_text()
     assert "ep_000001.npz" in log and "ep_000007.npz" in log
     again = read_episode(folder / "ep_000001.npz")
@@ -187,7 +188,7 @@ class _Zero:
 def test_ignore_done_plays_on_but_records_the_termination():
     """`collect.ignore_done` (CarRacing, §1a) keeps stepping to the cap, and the done flags say where the real game
     ended, so M's loader can cut the episode there; without it the episode ends at the first termination."""
-    on = collect.rollout(_OffField(), _Zero(), "doom_takecover", 0, ignore_done=True)
+    on = collect.rollout(_OffField(), _Zero(), "none", 0, ignore_done=True)
     assert len(on["done"]) == 8 and list(np.flatnonzero(on["done"])) == [2, 3, 4, 5, 6, 7]
-    off = collect.rollout(_OffField(), _Zero(), "doom_takecover", 0)
+    off = collect.rollout(_OffField(), _Zero(), "none", 0)
     assert len(off["done"]) == 3 and list(off["done"]) == [False, False, True]

@@ -272,6 +272,7 @@ def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     """Without M's reward head a dream pays +1 per step (DoomTakeCover's reward): refused, one line, for CarRacing and
     any gym env (Boxing without a done head would also run every dream to the cap: every member scores the same)."""
     from wm.core.rundir import RunDir
+    from wm.stages.contract import stage_input
     from wm.stages.train_controller import check_upstream
 
     cfg = tiny_cfg("es.fitness=dream", "mdnrnn.predict_reward=false", env=env)
@@ -280,4 +281,4 @@ def test_a_dream_outside_doom_needs_the_reward_head(tmp_path, env):
     run.stage_dir("train-mdnrnn").mkdir(parents=True)
     run.mark_done("train-mdnrnn", {})
     with pytest.raises(WMError, match=r"needs M's reward head \(mdnrnn.predict_reward: true"):
-        check_upstream(cfg, run)
+        check_upstream(stage_input(cfg, "train-controller"), run)

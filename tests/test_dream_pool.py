@@ -89,6 +89,7 @@ sys.path.insert(0, {root!r})
 from wm.core import config as C, tf_setup
 from wm.core.rundir import RunDir
 from wm.stages import train_controller as TC
+from wm.stages.contract import stage_input
 seen, real = [], tf_setup.decide
 def spy(*a, **kw):
     seen.append([kw.get("threads", "auto"), str(kw.get("gpu", "auto")), tf_setup.initialised()])
@@ -96,7 +97,7 @@ def spy(*a, **kw):
 tf_setup.decide = spy
 cfg = C.load(["doom_takecover", "tiny"], {sets!r})
 try:
-    TC.run(cfg, RunDir({run!r}), TC.Options(force=True))
+    TC.run(stage_input(cfg, "train-controller"), RunDir({run!r}), TC.Options(force=True))
 except Exception as e:
     print(json.dumps({{"error": str(e)}}))
     sys.exit(0)

@@ -11,6 +11,7 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
+from tests.helpers import stage_run
 from wm.core.config import update  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.data.episodes import episode_name, list_episodes, read_episode  # noqa: E402
@@ -29,9 +30,8 @@ def _with_vae(tmp_path, episodes=3, **kw):
 
 
 def _encode(cfg, run):
-    from wm.stages import encode
 
-    encode.run(cfg, run, encode.Options())
+    stage_run("encode", cfg, run)
 
 
 def test_encode_shapes_dtypes_initial_z_and_bad_file(tmp_path):

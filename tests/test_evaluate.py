@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.helpers import evaluate_run
+from tests.helpers import evaluate_run, stage_run
 from wm.core import config as C
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
@@ -40,15 +40,15 @@ def test_seed_list_summary_and_formatting():
 def test_missing_controller_is_a_clear_error(tmp_path):
     cfg, run = evaluate_run(tmp_path, with_models=False)
     with pytest.raises(WMError, match=r"controller/best\.npz not found"):
-        E.run(cfg, run, E.Options())
+        stage_run("evaluate", cfg, run)
     with pytest.raises(WMError, match=r"nope\.npz not found"):
-        E.run(cfg, run, E.Options(params=str(tmp_path / "nope.npz")))
+        stage_run("evaluate", cfg, run, params=str(tmp_path / "nope.npz"))
     assert not run.is_done("evaluate")
 
 
 def test_dream_evaluation_and_gif(tmp_path):
     cfg, run = evaluate_run(tmp_path)
-    E.run(cfg, run, E.Options(dream=True, temperature=1.15))
+    stage_run("evaluate", cfg, run, dream=True, temperature=1.15)
     s = json.loads((run.path / "eval/dream/summary.json").read_text())
     assert s["seeds"] == [500, 501, 502] and s["mode"] == "dream" and s["temperature"] == 1.15
     assert s["config_hash"] == cfg.hash() and s["params_file"].endswith("controller/best.npz")
@@ -119,7 +119,7 @@ def test_random_baseline_needs_no_model(tmp_path, repo_root):
 @pytest.mark.env
 def test_real_evaluation_marks_done_and_records_gif(tmp_path):
     cfg, run = evaluate_run(tmp_path)
-    E.run(cfg, run, E.Options())
+    stage_run("evaluate", cfg, run)
     s = json.loads((run.path / "eval/summary.json").read_text())
     assert s == json.loads((run.path / "eval/real/summary.json").read_text())
     for k in ("episodes", "mean", "std", "min", "median", "max", "len_mean", "seeds", "config_hash", "params_file", "mode"):
@@ -151,7 +151,7 @@ def test_real_evaluation_marks_done_and_records_gif(tmp_path):
 @pytest.mark.env
 def test_sweep_has_one_row_per_temperature(tmp_path):
     cfg, run = evaluate_run(tmp_path)
-    E.run(cfg, run, E.Options(sweep=True, episodes=2))
+    stage_run("evaluate", cfg, run, sweep=True, episodes=2)
     data = json.loads((run.path / "eval/temperature_sweep.json").read_text())
     assert [r["temperature"] for r in data["rows"]] == [0.5, 1.15] and data["seeds"] == [500, 501]
     assert data["rows"][0]["real"] == data["rows"][1]["real"]  # one controller: its real score is τ-free

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from vae_data import make_run
 
+from tests.helpers import stage_run, train_vae
 from wm import cli
 from wm.core import config as C
 from wm.core import registry
@@ -52,14 +53,6 @@ def _truncate(path: Path) -> None:
 def _files(root: Path) -> dict[str, bytes]:
     """Every file and folder under root (folders map to b"<dir>"), to compare a tree before and after a command."""
     return {str(p.relative_to(root)): (b"<dir>" if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
-
-
-def _train_vae(cfg, run, **kw):
-    from wm.core.metrics import make_logger
-    from wm.stages.train_vae import train
-
-    with make_logger(run, "train-vae", console=False) as log:
-        return train(cfg, run, log, **kw)
 
 
 # ---------------------------------------------------------------- 1, 2: one validation path, named and counted
@@ -171,7 +164,7 @@ def test_train_vae_skips_and_counts_a_misshapen_file(tmp_path):
     pytest.importorskip("tensorflow")
     cfg, run = make_run(tmp_path, episodes=10, t=20, sets=VAE_SETS)
     _rewrite(run.stage_dir("collect") / episode_name(3), obs=np.zeros((20, 32, 32, 3), np.uint8))
-    info = _train_vae(cfg, run)  # before the fix: a 31-line InvalidArgumentError from inside tf.data
+    info = train_vae(cfg, run)  # before the fix: a 31-line InvalidArgumentError from inside tf.data
     assert info["bad_files"] == 1 and info["train_episodes"] + info["val_episodes"] == 9
     recs = [r for r in read_jsonl(run.metrics_path("train-vae")) if "vae/bad_files" in r]
     assert recs and recs[-1]["vae/bad_files"] == 1
@@ -192,7 +185,7 @@ def test_train_vae_counts_damage_found_inside_the_frames(tmp_path):
     data[mid : mid + 64] = bytes(64)  # inside obs's deflate stream: the zip index and the .npy headers are intact
     path.write_bytes(bytes(data))
     check_file(path, frame_size=64, action_dim=1)  # the cheap check cannot see it
-    info = _train_vae(cfg, run)
+    info = train_vae(cfg, run)
     assert info["bad_files"] == 1
     assert "ep_000002.npz" in run.log_path("train-vae").read_text()
 
@@ -203,7 +196,7 @@ def test_train_vae_refuses_when_too_many_files_are_bad(tmp_path):
     _truncate(folder / episode_name(1))
     _rewrite(folder / episode_name(3), action=np.zeros((19, 1), np.float32))
     with pytest.raises(WMError, match=r"2 of 5 episode files in .* are bad, more than data\.max_bad_share=0\.1 "):
-        _train_vae(cfg, run)
+        train_vae(cfg, run)
     assert not list(run.stage_dir("train-vae").glob("*"))
 
 
@@ -220,11 +213,10 @@ def _with_vae(tmp_path, episodes, t):
 
 def test_encode_validates_before_writing_and_counts(tmp_path):
     pytest.importorskip("tensorflow")
-    from wm.stages import encode
 
     cfg, run = _with_vae(tmp_path / "a", episodes=10, t=12)
     _rewrite(run.stage_dir("collect") / episode_name(4), obs=np.zeros((12, 32, 32, 3), np.uint8))
-    encode.run(cfg, run, encode.Options())  # before the fix: a TF traceback after writing series 0..3
+    stage_run("encode", cfg, run)  # before the fix: a TF traceback after writing series 0..3
     series = run.stage_dir("encode")
     assert [p.name for p in list_episodes(series)] == [episode_name(i) for i in range(10) if i != 4]
     info = json.loads((series / "DONE").read_text())
@@ -234,7 +226,7 @@ def test_encode_validates_before_writing_and_counts(tmp_path):
     cfg, run = _with_vae(tmp_path / "b", episodes=4, t=12)
     _rewrite(run.stage_dir("collect") / episode_name(2), obs=np.zeros((12, 32, 32, 3), np.uint8))
     with pytest.raises(WMError, match=r"1 of 4 episode files .* are bad, more than data\.max_bad_share=0\.1"):
-        encode.run(cfg, run, encode.Options())
+        stage_run("encode", cfg, run)
     assert not list(run.stage_dir("encode").glob("*"))
 
 
@@ -520,8 +512,8 @@ def test_resumed_v_applies_a_changed_learning_rate_and_says_so(tmp_path):
     sets = ["vae.batch_size=10", "vae.epochs=1", "vae.checkpoint_every=3", "vae.shuffle_buffer=30", "vae.val_fraction=0"]
     cfg, run = make_run(tmp_path, episodes=3, t=30, sets=sets)
     with pytest.raises(KeyboardInterrupt):
-        _train_vae(cfg, run, stop_at_step=5)
-    _train_vae(C.update(cfg, {"vae": {"lr": 3e-4}}), run)
+        train_vae(cfg, run, stop_at_step=5)
+    train_vae(C.update(cfg, {"vae": {"lr": 3e-4}}), run)
     with np.load(run.stage_dir("train-vae") / "checkpoint.npz") as f:
         scalars = [float(f[k]) for k in f.files if k.startswith("o") and f[k].shape == () and f[k].dtype.kind == "f"]
     assert np.isclose(scalars, 3e-4, rtol=1e-6).any() and not np.isclose(scalars, 1e-4, rtol=1e-6).any(), scalars

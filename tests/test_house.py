@@ -36,9 +36,9 @@ class _Options:
     [
         ("x = 1", "has no run"),
         ("def run(cfg):\n    pass", "takes 1 parameters"),
-        ("def run(cfg, run, opts):\n    pass\nside_run = True", "side_run is not a function"),
+        ("def run(inp, run, opts):\n    pass\nside_run = True", "side_run is not a function"),
         # a stage's flags are its Options' fields (wm.core.flags): an add_args left beside them would go unread
-        ("def run(cfg, run, opts):\n    pass\ndef add_args(p):\n    pass", "add_args is not read"),
+        ("def run(inp, run, opts):\n    pass\ndef add_args(p):\n    pass", "add_args is not read"),
     ],
 )
 def test_the_registry_refuses_a_stage_that_breaks_the_contract(body, problem):
@@ -48,7 +48,7 @@ def test_the_registry_refuses_a_stage_that_breaks_the_contract(body, problem):
     with pytest.raises(TypeError, match=problem):
         registry.check_stage_module(mod, "broken")
     ok = types.ModuleType("wm.stages.fine")
-    exec("def run(cfg, run, opts):\n    pass", ok.__dict__)
+    exec("def run(inp, run, opts):\n    pass", ok.__dict__)
     ok.Options = _Options
     assert registry.check_stage_module(ok, "fine") is ok and registry.hooks(ok) == registry.StageHooks()
 

@@ -191,11 +191,12 @@ def _episode(cfg, run_dir, slot, *sets):
     from wm.core import config as C
     from wm.envs import make_env
     from wm.stages.collect import collect_slot
+    from wm.stages.contract import stage_input
 
     cfg = C.update(cfg, {"collect.policy": "agent", "collect.agent_run": "src", **dict(s.split("=") for s in sets)})
     env = make_env(cfg)
     try:
-        return collect_slot(cfg, env, 1, slot, run_dir)[0]
+        return collect_slot(stage_input(cfg, "collect"), env, slot, run_dir)[0]
     finally:
         env.close()
 

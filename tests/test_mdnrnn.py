@@ -10,7 +10,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tests.helpers import mdnrnn_run, write_series  # noqa: E402
+from tests.helpers import mdnrnn_run, stage_run, write_series  # noqa: E402
 from wm.core.config import update  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
 from wm.data.episodes import episode_name, write_episode  # noqa: E402
@@ -341,11 +341,10 @@ def test_reward_head_loss_batches_counts_and_learning(tmp_path):
 
 
 def test_stage_refuses_without_series(tmp_path):
-    from wm.stages import train_mdnrnn
 
     cfg, run = mdnrnn_run(tmp_path, "streams")
     with pytest.raises(WMError, match="encode"):
-        train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+        stage_run("train-mdnrnn", cfg, run)
 
 
 def test_a_done_horizon_below_one_is_refused_by_the_config(tmp_path):
@@ -364,11 +363,10 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     a reward head (its loss logged and falling)."""
     import wm.models.training
     from wm.core.bounded import read_jsonl
-    from wm.stages import train_mdnrnn
 
     cfg, run = mdnrnn_run(tmp_path / "a", batching, **over)
     run.mark_done("encode", {})
-    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    stage_run("train-mdnrnn", cfg, run)
     full = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     assert run.is_done("train-mdnrnn") and (run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5").exists()
     # streams: (50 − 1) // (2·6) = 4 chunks per epoch
@@ -385,9 +383,9 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
 
     monkeypatch.setattr(wm.models.training, "check_finite", dies_at_3)
     with pytest.raises(WMError, match="killed"):
-        train_mdnrnn.run(cfg2, run2, train_mdnrnn.Options())
+        stage_run("train-mdnrnn", cfg2, run2)
     monkeypatch.setattr(wm.models.training, "check_finite", real)
-    train_mdnrnn.run(cfg2, run2, train_mdnrnn.Options())
+    stage_run("train-mdnrnn", cfg2, run2)
     resumed = [r["mdnrnn/nll"] for r in read_jsonl(run2.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
     np.testing.assert_allclose(resumed, full, rtol=1e-5)
     m1 = load_mdnrnn(run.stage_dir("train-mdnrnn") / "mdnrnn.weights.h5")
@@ -400,7 +398,7 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
     if over.get("dropout"):  # and the masks were applied: the same run without dropout learns other weights
         cfg3, run3 = mdnrnn_run(tmp_path / "c", batching)
         run3.mark_done("encode", {})
-        train_mdnrnn.run(cfg3, run3, train_mdnrnn.Options())
+        stage_run("train-mdnrnn", cfg3, run3)
         plain = [r["mdnrnn/nll"] for r in read_jsonl(run3.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
         assert not np.allclose(plain, full, rtol=1e-4)
 
@@ -409,15 +407,14 @@ def test_stage_trains_and_resumes_identically(tmp_path, monkeypatch, batching, o
 def test_a_rerun_that_finds_the_training_done_reports_the_same_figures(tmp_path, batching):
     """Killed after its last checkpoint but before its DONE, the rerun trains no step: its DONE still says the last
     step's losses (before: NaN, from a rerun that read back no step; the kill campaign found it)."""
-    from wm.stages import train_mdnrnn
 
     cfg, run = mdnrnn_run(tmp_path, batching)
     run.mark_done("encode", {})
-    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    stage_run("train-mdnrnn", cfg, run)
     first = run.done_info("train-mdnrnn")
     assert np.isfinite(first["mdnrnn/nll"]) and np.isfinite(first["mdnrnn/done_loss"])
     run.clear_done("train-mdnrnn")  # as a kill between the final checkpoint and DONE leaves it
-    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    stage_run("train-mdnrnn", cfg, run)
     assert run.done_info("train-mdnrnn") == first
 
 
@@ -426,13 +423,12 @@ def test_stage_writes_dream_preview_gif(tmp_path):
 
     from wm.models.training import save_weights
     from wm.models.vae import ConvVAE
-    from wm.stages import train_mdnrnn
 
     cfg, run = mdnrnn_run(tmp_path, "episodes", steps=1, preview_episodes=2)
     cfg = update(cfg, {"dream": {"max_steps": 5}})
     run.mark_done("encode", {})
     save_weights(ConvVAE(4), run.stage_dir("train-vae") / "vae.weights.h5")
-    train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+    stage_run("train-mdnrnn", cfg, run)
     gif = Image.open(run.stage_dir("train-mdnrnn") / "dream_preview.gif")
     assert gif.size == (4 * 64, 2 * 64) and 2 <= gif.n_frames <= 6  # two 64-px rollouts side by side, upscaled ×2 to ≥ 256 px
     assert json.loads((run.stage_dir("train-mdnrnn") / "DONE").read_text())["mdnrnn/step"] == 1

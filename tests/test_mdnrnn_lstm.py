@@ -193,16 +193,15 @@ def test_compiled_train_steps_agree():
 
 def test_stage_trains_the_same_with_either(tmp_path):
     """train-mdnrnn with `mdnrnn.lstm: keras` (streams: restarts inside chunks, state carried) reproduces custom."""
-    from tests.helpers import mdnrnn_run
+    from tests.helpers import mdnrnn_run, stage_run
     from wm.core.bounded import read_jsonl
     from wm.models.mdnrnn import load_mdnrnn
-    from wm.stages import train_mdnrnn
 
     nll, weights = {}, {}
     for impl in ("custom", "keras"):
         cfg, run = mdnrnn_run(tmp_path / impl, "streams", lstm=impl, epochs=1)
         run.mark_done("encode", {})
-        train_mdnrnn.run(cfg, run, train_mdnrnn.Options())
+        stage_run("train-mdnrnn", cfg, run)
         nll[impl] = [r["mdnrnn/nll"] for r in read_jsonl(run.metrics_path("train-mdnrnn")) if "mdnrnn/nll" in r]
         weights[impl] = load_mdnrnn(run.mdnrnn_weights).get_weights()
     assert len(nll["custom"]) == 4

@@ -105,7 +105,7 @@ def test_a_stage_without_an_options_dataclass_is_refused(options, problem):
     import types
 
     mod = types.ModuleType("wm.stages.untyped")
-    exec("def run(cfg, run, opts):\n    pass\n" + options, mod.__dict__)
+    exec("def run(inp, run, opts):\n    pass\n" + options, mod.__dict__)
     with pytest.raises(TypeError, match=f"^stage untyped: wm.stages.untyped.*{problem}"):
         registry.check_stage_module(mod, "untyped")
 

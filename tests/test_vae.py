@@ -12,17 +12,10 @@ pytest.importorskip("tensorflow")
 
 from vae_data import make_run  # noqa: E402
 
+from tests.helpers import train_vae  # noqa: E402
 from wm.core.bounded import read_jsonl  # noqa: E402
 from wm.core.config import load  # noqa: E402
 from wm.core.errors import WMError  # noqa: E402
-from wm.core.metrics import make_logger  # noqa: E402
-
-
-def _train(cfg, run, **kw):
-    from wm.stages.train_vae import train
-
-    with make_logger(run, "train-vae", console=False) as log:
-        return train(cfg, run, log, **kw)
 
 
 def _ckpt_arrays(path):
@@ -160,17 +153,17 @@ def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
     tolerance really detects a wrong data position.
     """
     a_cfg, a_run = make_run(tmp_path / "a", episodes=4, t=30, sets=RESUME_SETS)
-    info = _train(a_cfg, a_run)
+    info = train_vae(a_cfg, a_run)
     assert info["steps"] == 18  # 3 train episodes × 30 frames / 10 = 9 steps per epoch
 
     b_cfg, b_run = make_run(tmp_path / "b", episodes=4, t=30, sets=RESUME_SETS)
     with pytest.raises(KeyboardInterrupt):
-        _train(b_cfg, b_run, stop_at_step=7)
+        train_vae(b_cfg, b_run, stop_at_step=7)
     ck = b_run.stage_dir("train-vae") / "checkpoint.npz"
     assert _ckpt_arrays(ck)[1]["step"] == 4 and not b_run.is_done("train-vae")
     # resumed where the decode width differs (vae.parallel_files 0 = one per core, another machine): the
     # interrupted epoch keeps the width that ordered its frames
-    _train(load([], ["vae.z_dim=32", *RESUME_SETS, "vae.parallel_files=1"]), b_run)
+    train_vae(load([], ["vae.z_dim=32", *RESUME_SETS, "vae.parallel_files=1"]), b_run)
 
     wa, sa = _ckpt_arrays(a_run.stage_dir("train-vae") / "checkpoint.npz")
     wb, sb = _ckpt_arrays(ck)
@@ -184,7 +177,7 @@ def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
     # Control: forget the data position; the run must then differ beyond the tolerance used above.
     c_cfg, c_run = make_run(tmp_path / "c", episodes=4, t=30, sets=RESUME_SETS)
     with pytest.raises(KeyboardInterrupt):
-        _train(c_cfg, c_run, stop_at_step=7)
+        train_vae(c_cfg, c_run, stop_at_step=7)
     ck_c = c_run.stage_dir("train-vae") / "checkpoint.npz"
     with np.load(ck_c) as f:
         arrays = {k: f[k] for k in f.files}
@@ -192,7 +185,7 @@ def test_resume_after_interrupted_epoch_equals_uninterrupted(tmp_path):
     state["batch"] = 0
     arrays["state"] = np.array(json.dumps(state))
     np.savez(ck_c, **arrays)
-    _train(c_cfg, c_run)
+    train_vae(c_cfg, c_run)
     wc, _ = _ckpt_arrays(ck_c)
     assert any(not np.allclose(wc[k], wa[k], rtol=1e-4, atol=1e-6) for k in wa)
 
@@ -214,7 +207,7 @@ def test_nan_guard_keeps_last_good_checkpoint(tmp_path):
     with pytest.raises(
         WMError, match=r"non-finite (loss|weights).* at step \d+; last good checkpoint kept at .*checkpoint\.npz"
     ):
-        _train(cfg, run)
+        train_vae(cfg, run)
     w, state = _ckpt_arrays(run.stage_dir("train-vae") / "checkpoint.npz")
     assert state["step"] >= 1 and all(np.isfinite(a).all() for a in w.values())
     assert not run.is_done("train-vae")
@@ -284,7 +277,7 @@ def test_mirrored_step_over_two_devices_is_the_averaged_update(repo_root):
 def test_refuses_without_collect(tmp_path):
     cfg, run = make_run(tmp_path, episodes=1, t=10, done=False)
     with pytest.raises(WMError, match="collect"):
-        _train(cfg, run)
+        train_vae(cfg, run)
 
 
 @pytest.mark.slow
@@ -306,7 +299,7 @@ def test_learns_coloured_squares(tmp_path):
             "vae.jit_compile=true",
         ],
     )
-    info = _train(cfg, run)
+    info = train_vae(cfg, run)
     recs = [r for r in read_jsonl(run.metrics_path("train-vae")) if "vae/epoch" in r]
     assert [r["vae/epoch"] for r in recs] == list(range(1, 11))
     frames = np.concatenate([read_episode(p, ("obs",))["obs"] for p in list_episodes(run.stage_dir("collect"))]) / 255.0

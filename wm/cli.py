@@ -103,6 +103,7 @@ def plan(args: argparse.Namespace, run) -> Plan:
 def run_stage(args: argparse.Namespace) -> int:
     from wm.core.rundir import RunDir
     from wm.mpi import launched_rank, launched_size  # reads the launcher's environment; imports no mpi4py
+    from wm.stages.contract import stage_input
 
     run = RunDir(args.run)
     p = plan(args, run)
@@ -110,7 +111,7 @@ def run_stage(args: argparse.Namespace) -> int:
         # MPI worker ranks only play or evaluate: rank 0 alone binds the config, holds the LOCK and writes DONE.
         if p.skips:
             return 0
-        p.mod.run(resolve_config(args), run, p.opts)
+        p.mod.run(stage_input(resolve_config(args), p.verb), run, p.opts)
         return 0
     if launched_size() > 1 and not p.skips:
         # The workers are already waiting for the master: whatever ends rank 0 must release them, or the job hangs
@@ -146,6 +147,7 @@ def _run_stage_here(p: Plan, run, args: argparse.Namespace) -> int:
     import logging
 
     from wm.core.rundir import STAGES
+    from wm.stages.contract import stage_input
 
     verb = p.verb
     # A log line that cannot be written (a full disk) must not print logging's own traceback ("--- Logging
@@ -164,7 +166,7 @@ def _run_stage_here(p: Plan, run, args: argparse.Namespace) -> int:
             )
         cfg = run.bind_config(cfg, verb)
         run.stage_dir(verb).mkdir(parents=True, exist_ok=True)
-        p.mod.run(cfg, run, p.opts)
+        p.mod.run(stage_input(cfg, verb), run, p.opts)
         return 0
     # The LOCK first, then the config, then anything else: a command refused because the stage is
     # running, or for its config, has changed nothing on disk (the LOCK removes the folders it created).
@@ -176,8 +178,8 @@ def _run_stage_here(p: Plan, run, args: argparse.Namespace) -> int:
             print(f"{verb}: already done in {run.path} ({p.redo_hint}){unapplied}")
             return 0
         if p.redo and p.hooks.check_redo is not None:
-            # a stage may refuse a rerun it cannot do (`def check_redo(cfg, run, opts)`), before anything is written
-            p.hooks.check_redo(run.bind_config(cfg, verb, write=False), run, p.opts)
+            # a stage may refuse a rerun it cannot do (`def check_redo(inp, run, opts)`), before anything is written
+            p.hooks.check_redo(stage_input(run.bind_config(cfg, verb, write=False), verb), run, p.opts)
         cfg = run.bind_config(cfg, verb)
         if p.redo:
             run.clear_done(verb)
@@ -185,7 +187,7 @@ def _run_stage_here(p: Plan, run, args: argparse.Namespace) -> int:
         # (a stage with side runs has them write into subfolders without it, so it is cleaned at its top level only)
         run.remove_temporaries(verb, recursive=p.hooks.side_run is None)
         with _progress(p, run, cfg, args):
-            p.mod.run(cfg, run, p.opts)
+            p.mod.run(stage_input(cfg, verb), run, p.opts)
     return 0
 
 

@@ -49,9 +49,10 @@ class Stage:
     verb: str  # CLI verb, e.g. "train-vae"
     name: str  # short name: metrics/<name>.jsonl, logs/<name>.log
     dir: str  # output folder in the run dir, holds DONE
-    module: str  # wm/stages/<x>.py with Options (its flags), run(cfg, run, opts) and optionally side_run, …
+    module: str  # wm/stages/<x>.py with Options (its flags), run(inp, run, opts) and optionally side_run, …
     help: str
     sections: tuple[str, ...]  # config sections this stage owns
+    uses: tuple[str, ...]  # other sections it reads (besides `run` and `env`): its StageInput holds these and its own
     role: str  # data | world | controller | eval
     tf: bool  # loads TensorFlow where its work needs it (its C++ start-up lines muted on the first import)
     reads: tuple[str, ...]  # artifact keys (wm.core.rundir.ARTIFACTS)
@@ -151,6 +152,7 @@ STAGES: tuple[Stage, ...] = (
         "roll out the data policy, write episodes/*.npz",
         ranks=True,
         sections=("collect",),
+        uses=("es",),
         role="data",
         tf=False,
         reads=(),
@@ -168,6 +170,7 @@ STAGES: tuple[Stage, ...] = (
         "wm.stages.train_vae",
         "train V (ConvVAE) on the episodes, streamed",
         sections=("vae",),
+        uses=("data",),
         role="world",
         tf=False,  # its backend is the config's run.backend: TensorFlow is imported (or not) by the stage
         reads=("episodes",),
@@ -192,6 +195,7 @@ STAGES: tuple[Stage, ...] = (
         "wm.stages.encode",
         "encode every episode with V into series/ (mu, logvar)",
         sections=("encode",),
+        uses=("vae", "data"),
         role="data",
         tf=True,
         reads=("episodes", "vae_weights"),
@@ -208,6 +212,7 @@ STAGES: tuple[Stage, ...] = (
         "wm.stages.train_mdnrnn",
         "train M (MDN-RNN) on series/",
         sections=("mdnrnn",),
+        uses=("vae", "data"),
         role="world",
         tf=False,  # its backend is the config's run.backend: TensorFlow is imported (or not) by the stage
         reads=("series", "initial_z"),
@@ -228,6 +233,7 @@ STAGES: tuple[Stage, ...] = (
         "train C with CMA-ES (run under mpirun for workers)",
         ranks=True,
         sections=("controller", "dream", "es"),
+        uses=("mdnrnn", "evaluate"),
         role="controller",
         tf=True,
         reads=("mdnrnn_weights", "initial_z", "vae_weights"),
@@ -253,6 +259,7 @@ STAGES: tuple[Stage, ...] = (
         "wm.stages.evaluate",
         "evaluate C over N fixed-seed episodes",
         sections=("evaluate",),
+        uses=("dream", "es"),
         role="eval",
         tf=True,
         reads=("vae_weights", "mdnrnn_weights", "params_best"),
@@ -338,13 +345,14 @@ def plots() -> tuple[tuple[Stage, Plot], ...]:
 class StageModule(Protocol):
     """What a stage module (`Stage.module`) must provide: `Options`, a frozen dataclass with one typed field per flag
     the stage reads (its own flags, declared there with `wm.core.flags.flag`, and the shared `force` where it reads
-    it), and `run(cfg, run, opts)`, the stage as a function of the resolved config, the run directory and its
-    `Options` (built from the parsed command line by `options`). The optional hooks are in `StageHooks`; a module
+    it), and `run(inp, run, opts)`, the stage as a function of its inputs (`wm.stages.contract.StageInput`: the env
+    facts and the config blocks it declares, resolved once by the command), the run directory and its `Options`
+    (built from the parsed command line by `options`). The optional hooks are in `StageHooks`; a module
     declares one by defining a module-level name of the same name."""
 
     Options: type
 
-    def run(self, cfg: Config, run: RunDir, opts: Any) -> Any: ...
+    def run(self, inp: Any, run: RunDir, opts: Any) -> Any: ...  # inp: a StageInput (the stages' floor is above)
 
 
 @dataclass(frozen=True)
@@ -361,7 +369,7 @@ class StageHooks:
 
     side_run: Callable[[Any], bool] | None = None
     continues: Callable[[Any], bool] | None = None
-    check_redo: Callable[[Config, RunDir, Any], None] | None = None
+    check_redo: Callable[[Any, RunDir, Any], None] | None = None  # (StageInput, RunDir, Options)
     redo_hint: str = ""
     own_progress: bool = False
 
@@ -382,10 +390,10 @@ def check_stage_module(module: ModuleType, verb: str) -> ModuleType:
     `Options` dataclass) or whose hooks are not what `StageHooks` says, naming the verb and what is wrong."""
     run = getattr(module, "run", None)
     if not callable(run):
-        raise TypeError(f"stage {verb}: {module.__name__} has no run(cfg, run, opts)")
+        raise TypeError(f"stage {verb}: {module.__name__} has no run(inp, run, opts)")
     params = [p for p in inspect.signature(run).parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(params) < 3:
-        raise TypeError(f"stage {verb}: {module.__name__}.run takes {len(params)} parameters, not (cfg, run, opts)")
+        raise TypeError(f"stage {verb}: {module.__name__}.run takes {len(params)} parameters, not (inp, run, opts)")
     opts = getattr(module, "Options", None)
     if opts is None:
         raise TypeError(f"stage {verb}: {module.__name__} has no Options (a dataclass of the flags the stage reads)")

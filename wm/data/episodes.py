@@ -210,12 +210,10 @@ class Checked:
         )
 
 
-def episode_spec(cfg) -> dict[str, int]:
-    """What `check_file` requires of an `episodes/` file under config `cfg` (frame size, action width); every reader
-    passes the same spec so they all agree on which files are bad."""
-    from wm.envs.setup import setup  # NumPy only
-
-    return {"frame_size": cfg.env.frame_size, "action_dim": setup(cfg).action_dim}
+def episode_spec(facts) -> dict[str, int]:
+    """What `check_file` requires of an `episodes/` file of the setup `facts` (`wm.envs.setup.Setup`: frame size,
+    action width); every reader passes the same spec so they all agree on which files are bad."""
+    return {"frame_size": facts.env.frame_size, "action_dim": facts.action_dim}
 
 
 def check_folder(folder: str | Path, kind: str = "episode", *, max_bad_share: float = 1.0, log=None, **spec) -> Checked:

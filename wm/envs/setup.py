@@ -155,6 +155,12 @@ class Setup:
         scored = scoring_config(self.cfg)
         return self if scored is self.cfg else setup(scored)
 
+    def at_temperature(self, tau: float) -> Setup:
+        """This setup with the dream at τ (`evaluate --temperature`, the τ sweep)."""
+        from wm.core.config import update
+
+        return setup(update(self.cfg, {"dream": {"temperature": float(tau)}}, source=f"τ {float(tau):g}"))
+
     @cached_property
     def sizes(self) -> Sizes:
         """V's and M's sizes and heads (the action size first: an env M cannot see is refused as such)."""
@@ -192,6 +198,10 @@ _SETUPS: dict[str, Setup] = {}
 
 def setup(cfg: Config) -> Setup:
     """The env facts of `cfg`, one `Setup` per config (by `cfg.hash()`)."""
+    from wm.core.config import Sections
+
+    if isinstance(cfg, Sections):  # a stage's blocks: its setup came resolved with them (`wm.stages.contract`)
+        raise TypeError("setup() takes a whole config, not a stage's blocks: read StageInput.setup")
     key = cfg.hash()
     found = _SETUPS.get(key)
     if found is None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wm.core.errors import WMError
-from wm.envs.setup import setup
+from wm.envs.family import EnvFamily
 
 
 @dataclass
@@ -64,8 +64,8 @@ def fitness_budget(cfg: Any, curriculum: Curriculum) -> dict[str, int]:
     return out
 
 
-def check_budget(cfg: Any) -> None:
-    """Refuse budgets the fitness cannot apply, in one line naming the key."""
+def check_budget(cfg: Any, game: EnvFamily) -> None:
+    """Refuse budgets the fitness cannot apply in `game`, in one line naming the key."""
     on = [
         k
         for k, v in (("es.curriculum", list(cfg.es.curriculum or [])), ("es.no_progress_steps", cfg.es.no_progress_steps))
@@ -73,6 +73,6 @@ def check_budget(cfg: Any) -> None:
     ]
     if on and cfg.es.fitness != "real":
         raise WMError(f"{on[0]} applies to es.fitness: real only (fitness is {cfg.es.fitness!r})")
-    if cfg.es.no_progress_steps > 0 and not setup(cfg).family.track_tiles:
+    if cfg.es.no_progress_steps > 0 and not game.track_tiles:
         raise WMError(f"es.no_progress_steps counts CarRacing's track tiles; env.name is {cfg.env.name!r}")
     Curriculum.from_config(cfg)

@@ -69,18 +69,21 @@ class EvalSpec:
             raise WMError(f"unknown evaluation kind {self.kind!r} (expected one of {KINDS})")
 
     @classmethod
-    def of(cls, kind: str, cfg: Config, run: str, temperature: float | None = None, **kw: Any) -> EvalSpec:
-        """The spec of `kind` under `cfg` for the run at `run`; `temperature` overrides `dream.temperature` for the
-        dream kinds (the τ sweep, `evaluate --temperature`)."""
-        from wm.core import config as C
+    def of(
+        cls, kind: str, cfg: Config, run: str, temperature: float | None = None, facts: Setup | None = None, **kw: Any
+    ) -> EvalSpec:
+        """The spec of `kind` for the run at `run`: `cfg` gives the `es` and `evaluate` values (a whole config, or a
+        stage's blocks), `facts` the setup it plays under (a stage's, resolved once; by default `setup(cfg)`);
+        `temperature` overrides `dream.temperature` for the dream kinds (the τ sweep, `evaluate --temperature`)."""
         from wm.envs.setup import setup
 
+        facts = setup(cfg) if facts is None else facts
         if temperature is not None:
-            cfg = C.update(cfg, {"dream": {"temperature": float(temperature)}}, source="temperature")
+            facts = facts.at_temperature(temperature)
         es = cfg.es
         return cls(
             kind,
-            setup(cfg),
+            facts,
             run,
             real_envs=es.real_envs_per_worker,
             seed=es.seed,

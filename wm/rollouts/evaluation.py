@@ -24,7 +24,7 @@ from wm.core.errors import WMError
 from wm.core.format import count, duration
 from wm.core.rundir import PARAMS, RunDir
 from wm.core.seeds import evaluation_seeds
-from wm.envs.setup import Setup, scoring_config
+from wm.envs.setup import Setup, setup
 
 # The summary's "mode" of each evaluation kind (wm.rollouts.engine.KINDS), as written since the first results.
 MODES = {"real": "real", "dream": "dream", "random": "real-random", "random-dream": "dream-random"}
@@ -195,16 +195,19 @@ def play(
     log: Any = None,
     pool: Any = None,
     gifs: Sequence[tuple[int, Path]] = (),
+    facts: Setup | None = None,
 ) -> tuple[np.ndarray, np.ndarray, list[dict[str, float]]]:
     """Returns, lengths and each episode's figures (`wm.rollouts.engine.evaluate_task`), in seed order, of `kind`
     (wm.rollouts.engine.KINDS) with `params` on `seeds`, through the engine (`pool`: a job's open pool,
     `engine.job_pool`); then the episodes of `gifs` (seed, path) recorded as GIFs by the
     workers that played (`wm.rollouts.recording.write_episode_gif`).
 
-    Real episodes always use the official renderer (`scoring_config`)."""
+    `cfg` gives the `es` and `evaluate` values (a whole config or a stage's blocks), `facts` the setup (a stage's,
+    resolved once; by default `setup(cfg)`). Real episodes always use the official renderer (`Setup.scoring`)."""
     from wm.rollouts.engine import EvalSpec, evaluate_seeds
 
-    spec = EvalSpec.of(kind, scoring_config(cfg), str(run.path), temperature=temperature)
+    scored = (setup(cfg) if facts is None else facts).scoring
+    spec = EvalSpec.of(kind, cfg, str(run.path), temperature=temperature, facts=scored)
     return evaluate_seeds(
         spec, params, seeds, spec.facts.n_params, workers=workers, progress=progress, log=log, pool=pool, gifs=gifs
     )

@@ -31,7 +31,6 @@ from typing import Any
 
 import numpy as np
 
-from wm.core.config import Config
 from wm.core.errors import RunFailed, WMError
 from wm.core.flags import flag
 from wm.core.procpool import spawn_map
@@ -46,6 +45,7 @@ from wm.data.episodes import (
     list_episodes,
     write_episode,
 )
+from wm.stages.contract import StageInput
 
 MAX_ATTEMPTS = 1000  # per slot; more means min_length is out of reach for this env and policy
 
@@ -57,9 +57,10 @@ def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.rando
     return env_seed, np.random.default_rng(policy_ss)
 
 
-def rollout(env, policy, env_spec, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
-    """One episode of `policy` in `env` (a wm.envs env); returns the episode arrays (see the module docstring)."""
-    from wm.envs import m_action
+def rollout(env, policy, post: str, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
+    """One episode of `policy` in `env` (a wm.envs env); returns the episode arrays (see the module docstring).
+    `post`: what turns the policy's action into the one M sees (`Setup.post`)."""
+    from wm.envs import post_action
 
     obs, _ = env.reset(seed=env_seed)
     policy.reset()
@@ -75,7 +76,7 @@ def rollout(env, policy, env_spec, env_seed: int, ignore_done: bool = False) -> 
             break
     return {
         "obs": np.stack(frames).astype(np.uint8),
-        "action": m_action(env_spec, np.stack(actions)).astype(np.float32),  # env_spec: the config (or a name)
+        "action": post_action(post, np.clip(np.stack(actions).astype(np.float32), -1.0, 1.0)).astype(np.float32),
         "reward": np.asarray(rewards, dtype=np.float32),
         "done": np.asarray(dones, dtype=bool),
         "seed": np.int64(env_seed),
@@ -125,16 +126,12 @@ class CollectWorker:
     """A collect worker's context (the pool hands it to every task): its env, its writer, and the agent's models
     when the data policy is `agent` (loaded once per worker, not once per episode)."""
 
-    def __init__(self, cfg_dict: dict[str, Any], folder: str, background: bool = True):
-        from wm.envs import make_env
-        from wm.envs.setup import setup
-
-        # cfg_dict is a cast Config's to_dict() (pickled to the worker; its types survive): no update() needed
-        self.cfg, self.folder = Config(cfg_dict), Path(folder)
-        self.adim = setup(self.cfg).action_dim
-        self.env = make_env(self.cfg)
+    def __init__(self, inp: StageInput, folder: str, background: bool = True):
+        # `inp` comes pickled from the stage: its setup is resolved again here, once
+        self.inp, self.folder = inp, Path(folder)
+        self.env = inp.setup.open()
         self.writer = _Writer(background)
-        self.agent = agent_models(self.cfg, self.folder.parent)
+        self.agent = agent_models(inp, self.folder.parent)
 
     def close(self) -> None:
         try:
@@ -143,18 +140,17 @@ class CollectWorker:
             self.env.close()
 
 
-def agent_models(cfg: Config, run_dir: Path | None) -> Any:
+def agent_models(inp: StageInput, run_dir: Path | None) -> Any:
     """The `agent` policy's V + M + C (`wm.rollouts.agent.AgentModels`), or None for every other data policy."""
-    if cfg.collect.policy != "agent":
+    if inp.cfg.collect.policy != "agent":
         return None
-    from wm.envs.setup import setup
     from wm.rollouts.agent import AgentModels, agent_source
 
-    return AgentModels(setup(cfg), agent_source(cfg.collect.agent_run, run_dir))
+    return AgentModels(inp.setup, agent_source(inp.cfg.collect.agent_run, run_dir))
 
 
 def collect_slot(
-    cfg: Config, env, adim: int, slot: int, run_dir: Path | None = None, agent: Any = None
+    inp: StageInput, env, slot: int, run_dir: Path | None = None, agent: Any = None
 ) -> tuple[dict[str, np.ndarray], int, int]:
     """Episode of slot `slot`: (arrays, attempts used, env steps spent including rejected attempts).
 
@@ -162,8 +158,9 @@ def collect_slot(
     """
     from wm.envs.policies import make_policy
 
+    cfg, facts = inp.cfg, inp.setup
     if cfg.collect.policy == "agent" and agent is None:
-        agent = agent_models(cfg, run_dir)
+        agent = agent_models(inp, run_dir)
     steps = 0
     for attempt in range(MAX_ATTEMPTS):
         env_seed, rng = episode_seeds(cfg.run.seed, slot, attempt)
@@ -173,8 +170,8 @@ def collect_slot(
             c = cfg.collect
             policy = AgentPolicy(agent, rng, c.explore, c.hold_min, c.hold_max)
         else:
-            policy = make_policy(cfg, rng, adim)
-        ep = rollout(env, policy, cfg, env_seed, cfg.collect.ignore_done)
+            policy = make_policy(cfg, rng, facts.action_dim)
+        ep = rollout(env, policy, facts.post, env_seed, cfg.collect.ignore_done)
         steps += len(ep["done"])
         if len(ep["done"]) > cfg.collect.min_length:
             return ep, attempt + 1, steps
@@ -183,21 +180,21 @@ def collect_slot(
     )
 
 
-def _rank_worker(cfg_dict: dict[str, Any], folder: str) -> CollectWorker:
+def _rank_worker(inp: StageInput, folder: str) -> CollectWorker:
     """An MPI rank's collect context: its writes are synchronous (`_Writer(background=False)`)."""
-    return CollectWorker(cfg_dict, folder, background=False)
+    return CollectWorker(inp, folder, background=False)
 
 
-def _episodes(cfg: Config, folder: Path, todo: list[int], workers: int, log: Any, on_result: Any) -> None:
+def _episodes(inp: StageInput, folder: Path, todo: list[int], workers: int, log: Any, on_result: Any) -> None:
     """Collect the `todo` slots, calling `on_result(result)` as each episode is written: over the MPI ranks when
     launched under mpirun/srun (rank 0 dispatches, the others play: the pool's retries and timeouts), else over
     `workers` spawned processes. An episode depends only on its slot, so both give the same files."""
     from wm.mpi import TaskFailed, launched_size, make_pool
 
-    args = (cfg.to_dict(), str(folder))
+    args, es = (inp, str(folder)), inp.cfg.es
     if launched_size() > 1:
-        timeout = cfg.es.task_timeout  # a rank slower than this on one episode: another rank plays it too
-        with make_pool(_rank_worker, args, timeout=timeout, retries=cfg.es.task_retries, log=log) as pool:
+        timeout = es.task_timeout  # a rank slower than this on one episode: another rank plays it too
+        with make_pool(_rank_worker, args, timeout=timeout, retries=es.task_retries, log=log) as pool:
             results = pool.map(_work, todo, on_result=lambda i, r: isinstance(r, TaskFailed) or on_result(r))
         lost = [r for r in results if isinstance(r, TaskFailed)]
         if lost:
@@ -212,7 +209,7 @@ def _episodes(cfg: Config, folder: Path, todo: list[int], workers: int, log: Any
 
 def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
     t0 = time.perf_counter()
-    ep, attempts, steps = collect_slot(w.cfg, w.env, w.adim, slot, w.folder.parent, w.agent)
+    ep, attempts, steps = collect_slot(w.inp, w.env, slot, w.folder.parent, w.agent)
     w.writer.put(w.folder / episode_name(slot), ep)
     return slot, len(ep["done"]), attempts, steps, time.perf_counter() - t0
 
@@ -223,7 +220,7 @@ def _work(w: CollectWorker, slot: int) -> tuple[int, int, int, int, float]:
 def existing(folder: Path, target: int, log=None, spec: dict | None = None) -> tuple[dict[int, int], list[int]]:
     """({slot: length} of good files in range, slots to (re)do); bad files are reported by name.
 
-    A file is judged by the readers' own check (`check_file` with `spec`, from `episode_spec(cfg)`), so a file the
+    A file is judged by the readers' own check (`check_file` with `spec`, from `episode_spec`), so a file the
     later stages would skip (a wrong frame size, arrays of different lengths) is regenerated here.
     """
     good: dict[int, int] = {}
@@ -247,7 +244,7 @@ class Options:
     workers: int | None = flag(None, "override collect.workers for this invocation only (0: every core)")
 
 
-def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, float]:
+def run(inp: StageInput, run: RunDir, opts: Options | None = None) -> dict[str, float]:
     """Collect `cfg.collect.episodes` episodes into `run/episodes/`, resuming; returns the key figures. Under an MPI
     launcher rank 0 runs this and the other ranks play its episodes (`_episodes`)."""
     from wm.core.metrics import make_logger
@@ -261,7 +258,8 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
 
     # what the readers require of a file; its action size refuses an env this cannot play (collect.policy's choices
     # and the other ranges are config.RULES')
-    spec = episode_spec(cfg)
+    cfg = inp.cfg
+    spec = episode_spec(inp.setup)
     if cfg.collect.min_length >= cfg.env.max_steps:
         raise WMError(f"collect.min_length={cfg.collect.min_length} must be below env.max_steps={cfg.env.max_steps}")
     if cfg.collect.policy == "agent":
@@ -306,7 +304,7 @@ def run(cfg: Config, run: RunDir, opts: Options | None = None) -> dict[str, floa
             log.scalars(len(good), {**figures, "collect/rejected": tally["rejected"]}, console=5.0)
 
         if todo:
-            _episodes(cfg, folder, todo, workers, log, written)
+            _episodes(inp, folder, todo, workers, log, written)
         steps, rejected = tally["steps"], tally["rejected"]
         elapsed = time.perf_counter() - t0
         good, todo = existing(folder, target, spec=spec)

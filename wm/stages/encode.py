@@ -30,6 +30,7 @@ from wm.data.episodes import (
     read_episode,
     write_episode,
 )
+from wm.stages.contract import StageInput
 
 
 def _series_ok(path: Path, z_dim: int) -> bool:
@@ -83,12 +84,13 @@ class Options:
     """encode has no flags of its own and reads none of the shared ones (a rerun keeps every valid output)."""
 
 
-def run(cfg: Config, run: RunDir, opts: Options) -> None:
+def run(inp: StageInput, run: RunDir, opts: Options) -> None:
     """Encode every episode of `episodes/` with the best V of `vae/` into `series/`."""
     from wm.core import tf_setup
     from wm.models.vae import load_vae
     from wm.models.vae_tf import make_encoder
 
+    cfg = inp.cfg
     z_dim = cfg.vae.z_dim
     out = run.stage_dir("encode")
     _check_upstream(run, z_dim)
@@ -96,7 +98,8 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     with make_logger(run, "encode") as log:
         # the one validation path, over every episode before anything is written: a misshapen or corrupt file is
         # named and skipped (never half-encoded), and too many of them refuse the stage with series/ untouched
-        checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
+        spec = episode_spec(inp.setup)
+        checked = check_folder(run.episodes_dir, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **spec)
         out.mkdir(parents=True, exist_ok=True)
         tf_setup.setup()
         model = load_vae(run.vae_weights, z_dim)  # WMError naming the file when the z size does not fit

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from wm.core.atomic import atomic_write_json
-from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.flags import flag
 from wm.core.rundir import RunDir
+from wm.stages.contract import StageInput
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,7 @@ class _Plan:
     kind: str
     tag: str
     seeds: Any
-    temperature: float | None
-    cfg_t: Config  # the config the episodes play with (at τ); the summary keeps the run's own config hash
+    temperature: float | None  # the dream's τ the episodes play at; the summary keeps the run's own config hash
     params: Any
     extra: dict[str, Any]  # the summary's fields beside the scores
     default: bool  # the default real evaluation (eval/summary.json and DONE), not a side run
@@ -81,14 +80,13 @@ class _Plan:
     workers: int
 
 
-def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
+def _plan(inp: StageInput, run: RunDir, opts: Options) -> _Plan:
     """The mode, its seeds, τ, C's parameters, the summary's extra fields and the metrics prefix, from the command."""
-    from wm.core import config as C
-    from wm.envs.setup import setup
     from wm.rollouts.engine import kind_of
     from wm.rollouts.evaluation import MODES, input_digest, played_params, seed_list
     from wm.rollouts.world import load_world
 
+    cfg = inp.cfg
     kind = kind_of(opts.dream, opts.random)
     dream = kind in ("dream", "random-dream")
     tag = opts.tag or kind
@@ -96,16 +94,15 @@ def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     seeds = seed_list(cfg, episodes, opts.seed)
     temperature = opts.temperature
     temperature = float(cfg.dream.temperature if temperature is None else temperature) if dream else None
-    # the episodes play at τ; the summary keeps the run's own config hash
-    cfg_t = C.update(cfg, {"dream": {"temperature": temperature}}, source="evaluate --temperature") if dream else cfg
     params, pfile = None, None
     if kind in ("real", "dream"):
         choice = opts.params or cfg.evaluate.params
-        world = load_world(setup(cfg), run, need=("params",), params=played_params(run, choice))
+        world = load_world(inp.setup, run, need=("params",), params=played_params(run, choice))
         params, pfile = world.params, world.params_path
-    extra = {"mode": MODES[kind], "config_hash": cfg.hash(), "params_file": str(pfile) if pfile else None, "env": cfg.env.name}
+    extra = {"mode": MODES[kind], "config_hash": inp.config_hash, "params_file": str(pfile) if pfile else None}
+    extra["env"] = cfg.env.name
     # the files played with (round control's reuse of a stored check)
-    extra["inputs"] = input_digest(setup(cfg), run, pfile, dream)
+    extra["inputs"] = input_digest(inp.setup, run, pfile, dream)
     if dream:
         extra["temperature"] = temperature
     default = not side_run(opts)
@@ -114,10 +111,10 @@ def _plan(cfg: Config, run: RunDir, opts: Options) -> _Plan:
     from wm.core.procpool import worker_count
 
     workers = 1 if dream else worker_count(cfg.evaluate.workers)
-    return _Plan(kind, tag, seeds, temperature, cfg_t, params, extra, default, prefix, workers)
+    return _Plan(kind, tag, seeds, temperature, params, extra, default, prefix, workers)
 
 
-def run(cfg: Config, run: RunDir, opts: Options) -> None:
+def run(inp: StageInput, run: RunDir, opts: Options) -> None:
     """Evaluate (see the module docstring); prints and writes the summary, marks DONE for the default real mode."""
     from wm.core.metrics import make_logger
     from wm.mpi import launched_rank
@@ -139,9 +136,10 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
     if opts.sweep:
         from wm.tools import sweep
 
-        sweep.run_sweep(cfg, run, opts.episodes, opts.params, opts.sweep_runs)
+        sweep.run_sweep(inp.setup, run, opts.episodes, opts.params, opts.sweep_runs)
         return
-    p = _plan(cfg, run, opts)
+    cfg = inp.cfg
+    p = _plan(inp, run, opts)
     tag, seeds, extra, prefix = p.tag, p.seeds, p.extra, p.prefix
     with make_logger(run, "evaluate") as log:
         log.info(
@@ -163,7 +161,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         n_gifs = min(cfg.evaluate.gif_episodes if opts.gifs is None else opts.gifs, len(seeds))
         gifs = [(seeds[i], run.eval_dir(tag) / f"episode_{i:03d}.gif") for i in range(n_gifs)]
         returns, lengths, figures = play(
-            p.cfg_t, run, p.kind, p.params, seeds, p.temperature, workers=p.workers, progress=on_chunk, log=log, gifs=gifs
+            cfg, run, p.kind, p.params, seeds, p.temperature, p.workers, on_chunk, log, gifs=gifs, facts=inp.setup
         )
         extra["seconds"] = round(time.time() - t0, 1)
         summary = write_results(run, tag, seeds, returns, lengths, extra, figures)

@@ -45,6 +45,7 @@ from wm.core.seeds import SEED_HIGH, TRAINING_FLOOR
 from wm.es import state as es_state
 from wm.es.checkpoint import STATE_VERSION, check_state, state_path, stored_state, truncate, write_state
 from wm.es.rules import check_fitness
+from wm.stages.contract import StageInput
 
 VERB = "train-controller"
 
@@ -74,11 +75,12 @@ def continues(opts: Options) -> bool:
     return opts.extend
 
 
-def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
+def check_redo(inp: StageInput, run: RunDir, opts: Options) -> None:
     """`--extend` continues the checkpoint to a larger `es.generations`: refused, before DONE is touched, when there
     is no checkpoint or nothing to add (it would only mark the same C done again)."""
     if not continues(opts) or opts.force:
         return
+    cfg = inp.cfg
     if cfg.es.draws > 1:
         raise WMError(f"--extend continues one CMA-ES draw; es.draws is {cfg.es.draws} (train afresh with --force)")
     st = stored_state(run)  # before anything is written: an older pickle is refused here
@@ -92,9 +94,10 @@ def check_redo(cfg: Config, run: RunDir, opts: Options) -> None:
         )
 
 
-def check_upstream(cfg: Config, run: RunDir) -> None:
+def check_upstream(inp: StageInput, run: RunDir) -> None:
     """Refuse to start without the artifacts the fitness needs (no damage to anything on disk)."""
-    check_fitness(cfg)
+    cfg = inp.cfg
+    check_fitness(cfg, inp.setup.family)
     kind = cfg.es.fitness
     if kind == "toy":
         return
@@ -134,7 +137,7 @@ def task_chunk(es_cfg: Any, popsize: int, workers: int) -> int:
     return min(per_worker, max(-(-per_worker // 4), fill))
 
 
-def run(cfg: Config, run: RunDir, opts: Options) -> None:
+def run(inp: StageInput, run: RunDir, opts: Options) -> None:
     """The stage. On MPI ranks > 0 this serves tasks; on rank 0 (or alone) it runs CMA-ES."""
     from wm.core.devices import decide_devices
     from wm.mpi import launched_rank, launched_size, release_workers
@@ -146,8 +149,8 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         return
     # TF's devices, once, before anything starts it (`wm.core.devices`).
     try:
-        devices = decide_devices(cfg, under_mpi=launched_size() > 1)
-        _train(cfg, run, opts, devices)
+        devices = decide_devices(inp.cfg, under_mpi=launched_size() > 1)
+        _train(inp, run, opts, devices)
     finally:
         release_workers()
 
@@ -212,20 +215,20 @@ def _start(cfg: Config, run: RunDir, stored: dict[str, Any] | None, spath: Path,
     return es, st
 
 
-def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None:
+def _train(inp: StageInput, run: RunDir, opts: Options, devices: Any = None) -> None:
     """Train C (see the module docstring): resume or start, run the generations of every draw, pick, mark DONE."""
     from dataclasses import replace
 
     from wm.core.metrics import make_logger
-    from wm.envs.setup import setup
     from wm.es.budget import Curriculum
     from wm.mpi import StopFlag, launched_size
     from wm.rollouts.engine import EvalSpec
 
-    check_upstream(cfg, run)
+    check_upstream(inp, run)
+    cfg = inp.cfg
     es_cfg = cfg.es
     G, D = es_cfg.generations, es_cfg.draws
-    n = setup(cfg).n_params
+    n = inp.setup.n_params
     out = run.stage_dir(VERB)
     spath, metrics = state_path(run), run.metrics_path(VERB)
     if opts.force:
@@ -237,7 +240,7 @@ def _train(cfg: Config, run: RunDir, opts: Options, devices: Any = None) -> None
     curriculum = Curriculum.from_config(cfg)
     curriculum.load(st.get("curriculum"))
     truncate(metrics, st["metrics_bytes"])  # history written after the checkpoint is redone identically
-    spec = EvalSpec.of(es_cfg.fitness, cfg, str(run.path))
+    spec = EvalSpec.of(es_cfg.fitness, cfg, str(run.path), facts=inp.setup)
     batched = devices is not None and es_cfg.fitness == "dream" and launched_size() <= 1
     if batched:  # alone with dream fitness: this process is the only worker, with the devices decided in `run`
         spec = replace(spec, threads=devices.threads, gpu=devices.gpu)

@@ -33,6 +33,7 @@ from wm.core.config import Config
 from wm.core.errors import WMError
 from wm.core.metrics import make_logger
 from wm.core.rundir import RunDir
+from wm.stages.contract import StageInput, stage_input
 
 PREVIEW_STEPS = 150  # frames per preview rollout (a GIF, not an evaluation)
 READ_EVERY = 10  # losses are read back (a device sync), checked and logged every this many steps and at every save
@@ -58,22 +59,22 @@ class Options:
     force: bool = False  # start afresh: the checkpoint (and the carried stream state) is deleted
 
 
-def run(cfg: Config, run: RunDir, opts: Options) -> None:
+def run(inp: StageInput, run: RunDir, opts: Options) -> None:
     """Train M on the run's series and write weights, the preview GIF and DONE."""
     if not run.is_done("encode"):
         raise WMError(f"{run.stage_dir('encode')}/DONE missing: run encode first")
     from wm.core import backend, tf_setup
 
+    cfg = inp.cfg
     name = backend.activate(cfg.run.backend)  # before Keras loads
     if name == "tensorflow":
         tf_setup.setup()
-    from wm.envs.setup import setup
     from wm.models.mdnrnn import config_path, make_optimizer, save_config
     from wm.models.training import Checkpoint, Deferred, save_weights
 
     m_cfg, out = cfg.mdnrnn, run.stage_dir("train-mdnrnn")
     # mdnrnn.batching's choices and done_horizon ≥ 1 are config.RULES': a config that breaks them never reaches here
-    a_dim = setup(cfg).action_dim
+    a_dim = inp.setup.action_dim
     with make_logger(run, "train-mdnrnn") as log:
         reward_head = m_cfg.predict_reward
         series = _series(cfg, run, a_dim, log)
@@ -98,7 +99,7 @@ def run(cfg: Config, run: RunDir, opts: Options) -> None:
         save_weights(model, run.mdnrnn_weights)
         save_config(model, config_path(run.mdnrnn_weights))
         try:
-            preview(cfg, run, model, log) if name == "tensorflow" else _preview_on_tensorflow(run, log)
+            preview(inp, run, model, log) if name == "tensorflow" else _preview_on_tensorflow(run, log)
         except WMError as e:
             log.warning("no dream preview: %s", e)
         info = {
@@ -326,18 +327,17 @@ def _load_carry(path, state: dict, model, batch: int):
     return model.initial_state(batch)
 
 
-def preview(cfg: Config, run: RunDir, model, log) -> None:
+def preview(inp: StageInput, run: RunDir, model, log) -> None:
     """`mdnrnn/dream_preview.gif`: `preview_episodes` dream rollouts with random actions, decoded by V, side by side."""
-    from wm.envs.setup import setup
     from wm.rollouts.dream import DreamEnv
     from wm.rollouts.episodes import dream_episode
     from wm.rollouts.recording import decode, save_dream_preview
     from wm.rollouts.world import load_world
 
+    cfg, facts = inp.cfg, inp.setup
     n = cfg.mdnrnn.preview_episodes
     if n <= 0:
         return
-    facts = setup(cfg)
     world, dream = load_world(facts, run, need=("vae", "initial_z")), facts.dream
     vae, mu, logvar, ctrl = world.vae, world.initial_mu, world.initial_logvar, world.controller
     steps = min(PREVIEW_STEPS, dream.max_steps)
@@ -412,8 +412,8 @@ def _preview_child(run_path: str, conn) -> None:
 
     tf_setup.setup()
     run = RunDir(run_path)
-    cfg = run.load_config()
+    inp = stage_input(run.load_config(), "train-mdnrnn")
     relay = _ImageRelay("wm.train-mdnrnn.preview")
-    preview(cfg, run, load_mdnrnn(run.mdnrnn_weights), relay)
+    preview(inp, run, load_mdnrnn(run.mdnrnn_weights), relay)
     conn.send(relay.images)
     conn.close()

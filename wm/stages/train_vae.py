@@ -35,6 +35,7 @@ from wm.core.metrics import Logger, make_logger
 from wm.core.rundir import RunDir
 from wm.data.episodes import Checked, EpisodeError, check_folder, episode_spec, read_episode
 from wm.data.frames import batches_per_epoch, decode_files, frame_batches, frame_dataset, split_episodes, val_subset
+from wm.stages.contract import StageInput
 
 CHECKPOINT = "checkpoint.npz"
 LOG_EVERY_S = 2.0  # per-step metrics are averaged over this many seconds (the JSONL stays small)
@@ -48,18 +49,19 @@ class Options:
     force: bool = False  # start afresh: the checkpoint is not resumed
 
 
-def run(cfg: Config, run: RunDir, opts: Options) -> None:
-    """Train V per cfg.vae, resuming from `vae/checkpoint.npz` unless `--force`."""
+def run(inp: StageInput, run: RunDir, opts: Options) -> None:
+    """Train V per vae.*, resuming from `vae/checkpoint.npz` unless `--force`."""
     with make_logger(run, "train-vae") as log:
-        train(cfg, run, log, force=opts.force)
+        train(inp, run, log, force=opts.force)
 
 
-def _episodes(cfg: Config, run: RunDir, log: Logger) -> tuple[list[Path], list[int], Checked]:
+def _episodes(inp: StageInput, run: RunDir, log: Logger) -> tuple[list[Path], list[int], Checked]:
     folder = run.stage_dir("collect")
     if not run.is_done("collect"):
         raise WMError(f"no finished collect stage in {folder} (run `collect` first)")
     # the one validation path: misshapen and corrupt files are named and skipped here, before TensorFlow sees them
-    checked = check_folder(folder, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(cfg))
+    cfg = inp.cfg
+    checked = check_folder(folder, "episode", max_bad_share=cfg.data.max_bad_share, log=log, **episode_spec(inp.setup))
     paths, lengths = list(checked.paths), list(checked.lengths)
     n = cfg.vae.episodes
     if n > 0:  # V on n episodes only: its step budget, not the dataset size, is what costs
@@ -159,10 +161,11 @@ class _Loop:
     pending: Any = None  # a `Deferred` of (step, batch, loss, recon, kl), set once the loop exists (`_handler`)
 
 
-def _data(cfg: Config, run: RunDir, out: Path, log: Logger) -> _Data:
+def _data(inp: StageInput, run: RunDir, out: Path, log: Logger) -> _Data:
     """The readable episodes (refused before anything is written), `out` made, split into training and validation."""
+    cfg = inp.cfg
     v = cfg.vae
-    paths, lengths, checked = _episodes(cfg, run, log)  # refuses before anything is written
+    paths, lengths, checked = _episodes(inp, run, log)  # refuses before anything is written
     out.mkdir(parents=True, exist_ok=True)
     train_paths, val_paths = split_episodes(paths, v.val_fraction, cfg.run.seed)
     length = dict(zip(paths, lengths, strict=False))
@@ -217,7 +220,9 @@ def _restore(ckpt: Any, data_id: str, force: bool, log: Logger) -> dict[str, Any
     return state
 
 
-def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at_step: int | None = None) -> dict[str, Any]:
+def train(
+    inp: StageInput, run: RunDir, log: Logger, *, force: bool = False, stop_at_step: int | None = None
+) -> dict[str, Any]:
     """The training loop (see the module docstring); returns the DONE info.
 
     `stop_at_step` raises KeyboardInterrupt just before that global step, without saving, like a kill (tests).
@@ -225,10 +230,11 @@ def train(cfg: Config, run: RunDir, log: Logger, *, force: bool = False, stop_at
     from wm.core import backend, tf_setup
     from wm.models.training import Deferred, EarlyStopping
 
+    cfg = inp.cfg
     v = cfg.vae
     out = run.stage_dir("train-vae")
     name = backend.activate(cfg.run.backend)  # before Keras loads; refuses before anything is written
-    data = _data(cfg, run, out, log)  # refuses before anything is written
+    data = _data(inp, run, out, log)  # refuses before anything is written
     strategy = None
     if name == "tensorflow":
         tf_setup.setup(mixed_precision=v.mixed_precision)

@@ -17,6 +17,7 @@ import numpy as np
 from wm.core.errors import WMError
 from wm.core.rundir import RunDir
 from wm.data.episodes import EPISODE_KEYS, SERIES_KEYS, EpisodeError, episode_spec, read_episode, scan
+from wm.envs.setup import setup
 
 _KEYS = {"episode": EPISODE_KEYS, "series": SERIES_KEYS}
 
@@ -34,7 +35,7 @@ def summarise(run: RunDir, full: bool = False) -> dict:
     if not folder.exists():
         raise WMError(f"no episodes folder in {run.path} (run `python -m wm collect` first)")
     cfg = run.load_config()
-    spec = episode_spec(cfg) if cfg is not None and "env" in cfg else {"frame_size": 64}
+    spec = episode_spec(setup(cfg)) if cfg is not None and "env" in cfg else {"frame_size": 64}
     lengths, bad = [], []
     for path, steps, reason in _scan(folder, "episode", full, spec):
         if reason is None:

@@ -103,7 +103,8 @@ def main(args: argparse.Namespace) -> int:
     cfg = resolve_config(args)
     if cfg.iterate.rounds > 0 and not opts.until:
         # a round's bad settings (iterate.set, learned_set) stop it now, not after the first pass
-        check_fitness(round_config(cfg, 1, learned=bool(cfg.iterate.learned_set)))
+        first = round_config(cfg, 1, learned=bool(cfg.iterate.learned_set))
+        check_fitness(first, setup(first).family)
     # round control with a target: what tells a pass that plays from one that does not (learned_set)
     targeted = cfg.iterate.check_episodes > 0 and cfg.iterate.target_ratio > 0
     if cfg.iterate.learned_set and not targeted:

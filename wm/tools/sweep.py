@@ -37,6 +37,7 @@ from wm.core.launcher import Launcher, add_launcher_args
 from wm.core.launcher import from_args as launcher_from_args
 from wm.core.registry import stages_with_role
 from wm.core.rundir import RunDir
+from wm.envs.setup import Setup
 from wm.rollouts.evaluation import pm
 from wm.tools.paper import paper_row
 
@@ -71,7 +72,7 @@ def controller_sources(cfg: Config, run: RunDir, temperatures: list[float], swee
 
 
 def run_sweep(
-    cfg: Config,
+    facts: Setup,
     run: RunDir,
     episodes: int | None = None,
     params: str | None = None,
@@ -80,6 +81,7 @@ def run_sweep(
     """Evaluate each τ of `evaluate.temperatures` in the dream and in the real env; write the table files.
 
     Args:
+        facts: the run's setup; its whole config is what the sweep compares other runs' with.
         episodes: episodes per row (None: `evaluate.episodes`).
         params: the controller each row plays, `best` | `mean` | a .npz path (None: `evaluate.params`).
         sweep_runs: run dirs of controllers trained at other τ (`controller_sources`).
@@ -91,6 +93,7 @@ def run_sweep(
     from wm.rollouts.evaluation import Progress, play, played_params, seed_list, summarize
     from wm.rollouts.world import load_world
 
+    cfg = facts.cfg
     temps = [float(t) for t in cfg.evaluate.temperatures]
     if not temps:
         raise WMError("evaluate.temperatures is empty")
