@@ -198,7 +198,7 @@ _SETUPS: dict[str, Setup] = {}
 
 def setup(cfg: Config) -> Setup:
     """The env facts of `cfg`, one `Setup` per config (by `cfg.hash()`)."""
-    from wm.core.config import Sections
+    from wm.core.sections import Sections
 
     if isinstance(cfg, Sections):  # a stage's blocks: its setup came resolved with them (`wm.stages.contract`)
         raise TypeError("setup() takes a whole config, not a stage's blocks: read StageInput.setup")

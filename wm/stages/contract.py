@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from wm.core.registry import GLOBAL_SECTIONS, stage
+from wm.core.sections import blocks_of
 from wm.envs.setup import Setup, setup
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ class StageInput:
 
     verb: str
     setup: Setup  # the env facts of the run's whole config
-    cfg: Config  # the blocks the stage declares (`Config.sections`): no hash, no setup of its own
+    cfg: Config  # the blocks the stage declares (`wm.core.sections`): no hash, no setup of its own
     config_hash: str  # the run's whole config (what DONE and the summaries record)
 
 
@@ -31,4 +32,4 @@ def stage_input(cfg: Config, verb: str) -> StageInput:
     """The inputs of stage `verb` under the run's resolved config `cfg`."""
     s = stage(verb)
     blocks = (*GLOBAL_SECTIONS, *s.sections, *s.uses)
-    return StageInput(s.verb, setup(cfg), cfg.sections(blocks, f"stage {s.verb}"), cfg.hash())
+    return StageInput(s.verb, setup(cfg), blocks_of(cfg, blocks, f"stage {s.verb}"), cfg.hash())
