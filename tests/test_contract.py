@@ -73,7 +73,7 @@ def test_a_stage_reads_only_its_declared_blocks_and_derives_no_env_fact(stage):
         if isinstance(n, ast.Call):
             f = n.func
             name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
-            if name in ("scoring_config", "hash", "action_dim", "family", "action_post", "m_action") or (
+            if name in ("scoring_config", "hash", "action_dim", "family", "action_post") or (
                 isinstance(f, ast.Name) and f.id == "setup"  # wm.envs.setup's (`tf_setup.setup()` starts TensorFlow)
             ):
                 found.append(f"{n.lineno}: calls {name}")

@@ -112,10 +112,10 @@ def test_action_dims_and_m_action():
         action_dim("pong")
     a = np.array([[-0.5, -1.0, -0.3], [0.2, 0.0, 0.4], [1.0, 1.0, 1.0]], np.float32)
     want = np.stack([a[:, 0], (a[:, 1] + 1) / 2, np.clip(a[:, 2], 0, 1)], -1)
-    np.testing.assert_allclose(m_action("carracing", a), want)
-    np.testing.assert_allclose(m_action("carracing", a[None])[0], want)  # batched (..., A)
+    np.testing.assert_allclose(m_action("car", a), want)
+    np.testing.assert_allclose(m_action("car", a[None])[0], want)  # batched (..., A)
     d = np.array([[-0.9], [0.1], [0.7]], np.float32)
-    np.testing.assert_array_equal(m_action("doom_takecover", d), d)
+    np.testing.assert_array_equal(m_action("none", d), d)
 
 
 def test_doom_thresholds():
@@ -196,7 +196,7 @@ def test_random_agent_quantiles_match_section_1a():
     for _ in range(2000):
         p.reset()
         acts.append(np.stack([p.act() for _ in range(20)]))
-    a = m_action("carracing", np.concatenate(acts))
+    a = m_action("car", np.concatenate(acts))
     steer, gas, brake = a[:, 0], a[:, 1], a[:, 2]
     assert np.percentile(steer, 25) == pytest.approx(-0.10, abs=0.04)
     assert np.percentile(steer, 75) == pytest.approx(0.10, abs=0.04)

@@ -18,8 +18,8 @@ CARTPOLE = ["env.name=gym:CartPole-v1", "env.actions=discrete:2", "env.crop=[150
 def test_action_spaces_and_what_m_sees():
     disc, box = tiny_cfg(*CARTPOLE), tiny_cfg("env.name=gym:Pendulum-v1", "env.actions=box:1")
     assert action_dim(disc) == 2 and action_post(disc) == "onehot" and action_dim(box) == 1 and action_post(box) == "none"
-    np.testing.assert_array_equal(m_action(disc, [[0.2, -0.3], [-1.0, 1.0]]), [[1, 0], [0, 1]])
-    np.testing.assert_array_equal(m_action(box, [[2.0]]), [[1.0]])  # clipped to the controller's range
+    np.testing.assert_array_equal(m_action(action_post(disc), [[0.2, -0.3], [-1.0, 1.0]]), [[1, 0], [0, 1]])
+    np.testing.assert_array_equal(m_action(action_post(box), [[2.0]]), [[1.0]])  # clipped to the controller's range
     c = Controller.from_setup(setup(disc))
     np.testing.assert_array_equal(c.postprocess(np.array([[0.1, 0.7]])), [[0, 1]])
     import tensorflow as tf
@@ -91,7 +91,7 @@ def test_joystick_actions_are_three_thresholded_outputs():
     assert action_dim(cfg) == 3 and action_post(cfg) == "joystick"
     a = np.array([[0.5, -0.2, 0.1], [-0.4, 0.34, -0.1], [0.3, -0.9, 0.0]], np.float32)
     want = [[1, 0, 1], [-1, 1, -1], [0, -1, -1]]  # axes pushed past ±1/3, fire above 0
-    np.testing.assert_array_equal(m_action(cfg, a), want)
+    np.testing.assert_array_equal(m_action(action_post(cfg), a), want)
     c = Controller.from_setup(setup(cfg))
     assert c.n_params == c.input_dim * 3  # 3 outputs, whatever the env's action count (tiny: no bias)
     np.testing.assert_array_equal(c.postprocess(a), want)

@@ -8,7 +8,7 @@ Besides the paper's two games, any gymnasium pixel env: `env.name: gym:<id>` (e.
 (`wm.envs.gym_env`). C outputs N tanh values: a discrete env takes their argmax and M sees it one-hot; a box env scales
 them to its bounds and M sees them as they are. `joystick:N` is an Atari game's N joystick actions (UP, DOWNLEFTFIRE,
 …) driven by 3 outputs, horizontal, vertical and fire, thresholded as Doom's (±1/3; fire > 0): M sees the thresholded
-triple. Such names need the config, not just the name: pass `cfg` to `action_dim`/`m_action`.
+triple. Such names need the config, not just the name: pass `cfg` to `action_dim`/`action_post`.
 """
 
 from __future__ import annotations
@@ -82,10 +82,11 @@ def joystick_action(a: np.ndarray) -> np.ndarray:
     return np.concatenate([axes, np.where(a[..., 2:3] > 0, 1.0, -1.0)], axis=-1).astype(np.float32)
 
 
-def m_action(env: str | Config, a: np.ndarray) -> np.ndarray:
-    """The action M sees for controller output `a` (..., A): car [steer, gas, brake] (§6); a discrete gym env's
-    one-hot choice; a joystick env's thresholded triple; doom and box envs `a` unchanged (clipped to [−1, 1])."""
-    return post_action(action_post(env), np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0))
+def m_action(post: str, a: np.ndarray) -> np.ndarray:
+    """The action M sees for controller output `a` (..., A), by `action_post`'s kind (`Setup.post`): car [steer, gas,
+    brake] (§6); a discrete gym env's one-hot choice; a joystick env's thresholded triple; doom and box envs `a`
+    unchanged (clipped to [−1, 1])."""
+    return post_action(post, np.clip(np.asarray(a, dtype=np.float32), -1.0, 1.0))
 
 
 def post_action(post: str, a: np.ndarray) -> np.ndarray:

@@ -60,7 +60,7 @@ def episode_seeds(run_seed: int, slot: int, attempt: int) -> tuple[int, np.rando
 def rollout(env, policy, post: str, env_seed: int, ignore_done: bool = False) -> dict[str, np.ndarray]:
     """One episode of `policy` in `env` (a wm.envs env); returns the episode arrays (see the module docstring).
     `post`: what turns the policy's action into the one M sees (`Setup.post`)."""
-    from wm.envs import post_action
+    from wm.envs import m_action
 
     obs, _ = env.reset(seed=env_seed)
     policy.reset()
@@ -76,7 +76,7 @@ def rollout(env, policy, post: str, env_seed: int, ignore_done: bool = False) ->
             break
     return {
         "obs": np.stack(frames).astype(np.uint8),
-        "action": post_action(post, np.clip(np.stack(actions).astype(np.float32), -1.0, 1.0)).astype(np.float32),
+        "action": m_action(post, np.stack(actions)).astype(np.float32),
         "reward": np.asarray(rewards, dtype=np.float32),
         "done": np.asarray(dones, dtype=bool),
         "seed": np.int64(env_seed),
