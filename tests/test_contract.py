@@ -12,7 +12,7 @@ import pytest
 
 from tests.helpers import tiny_cfg
 from wm.core.config import defaults
-from wm.core.registry import GLOBAL_SECTIONS, STAGES, load_stage
+from wm.core.registry import STAGES, load_stage
 from wm.envs.setup import setup
 from wm.stages.contract import stage_input
 
@@ -63,7 +63,7 @@ def test_a_stage_reads_only_its_declared_blocks_and_derives_no_env_fact(stage):
     from a config, nor reaches around its inputs for the whole config (`inp.setup.cfg`)."""
     mod = load_stage(stage.verb)
     tree = ast.parse(Path(mod.__file__).read_text())
-    declared = {*GLOBAL_SECTIONS, *stage.sections, *stage.uses}
+    declared = set(stage.blocks)
     undeclared = sorted(f"{Path(mod.__file__).name}:{line} cfg.{b}" for line, b in _block_reads(tree) if b not in declared)
     assert not undeclared, undeclared
     run = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "run")

@@ -66,6 +66,11 @@ class Stage:
     ranks: bool = False  # runs across MPI ranks under a launcher (rank 0 dispatches, the others play)
     kind: str = field(default="stage", init=False)
 
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        """Every config block the stage reads: `run` and `env`, its own sections, then its `uses`."""
+        return (*GLOBAL_SECTIONS, *self.sections, *self.uses)
+
 
 @dataclass(frozen=True)
 class Tool:

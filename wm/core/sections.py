@@ -20,19 +20,21 @@ class Sections(Config):
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any], str]]:
         return Sections, (self.to_dict(), self._owner)  # sent to a worker with its stage's inputs
 
+    def _undeclared(self, name: str) -> AttributeError:
+        return AttributeError(
+            f"{self._owner} reads the config block {name!r}, which it does not declare (Stage.uses in wm/core/registry.py)"
+        )
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
-        try:
-            return self._data[name]
-        except KeyError:
-            raise AttributeError(
-                f"{self._owner} reads the config block {name!r}, which it does not declare (Stage.uses in wm/core/registry.py)"
-            ) from None
+        if name not in self._data:
+            raise self._undeclared(name)
+        return self._data[name]
 
     def __getitem__(self, key: str) -> Any:
         if key.split(".")[0] not in self._data:
-            self.__getattr__(key.split(".")[0])
+            raise self._undeclared(key.split(".")[0])
         return super().__getitem__(key)
 
     def __contains__(self, key: object) -> bool:  # asking whether it holds a block is not reading one

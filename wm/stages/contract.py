@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from wm.core.registry import GLOBAL_SECTIONS, stage
+from wm.core.registry import stage
 from wm.core.sections import blocks_of
 from wm.envs.setup import Setup, setup
 
@@ -31,5 +31,4 @@ class StageInput:
 def stage_input(cfg: Config, verb: str) -> StageInput:
     """The inputs of stage `verb` under the run's resolved config `cfg`."""
     s = stage(verb)
-    blocks = (*GLOBAL_SECTIONS, *s.sections, *s.uses)
-    return StageInput(s.verb, setup(cfg), blocks_of(cfg, blocks, f"stage {s.verb}"), cfg.hash())
+    return StageInput(s.verb, setup(cfg), blocks_of(cfg, s.blocks, f"stage {s.verb}"), cfg.hash())
