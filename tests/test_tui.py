@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from pilot import FAKE, FIXTURES, app_for, cells, make_run, rounds_cfg, screen, wait_until
 from wm.tui.app import WMApp
-from wm.tui.model import MetricsTail, Series, find_runs, read_rounds, run_labels
+from wm.tui.model import MetricsTail, Series, config_excerpt, find_runs, read_rounds, run_labels
 from wm.tui.process import MAX_RANKS, build_command, default_ranks, pipeline_command
 from wm.tui.screens.dialogs import ConfirmScreen, QuitScreen
 from wm.tui.screens.launch import LaunchRequest, LaunchScreen
@@ -31,6 +31,7 @@ from tests.helpers import tiny_cfg
 from wm.core import config as C
 from wm.core.atomic import atomic_write_json
 from wm.core.launcher import Launcher, add_launcher_args, from_args
+from wm.core.registry import STAGES
 from wm.core.rundir import RunDir
 from wm.rounds.iterate import PassCheck
 from wm.rounds.record import write_rounds
@@ -299,6 +300,17 @@ def test_mpi_ranks_build_the_mpirun_command(tmp_path):
     assert build_command("collect", "runs/x", python=["py"]) == ["py", "-m", "wm", "collect", "--run", "runs/x"]
     with pytest.raises(ValueError):
         build_command("train-vae", "runs/x", ranks=2)
+
+
+def test_a_stage_config_excerpt_shows_the_blocks_its_input_holds():
+    """The Config pane and the launch form show what the stage receives (its own sections, `Stage.uses`, `run` and
+    `env`), in that order, and no other block: train-vae reads `data`, not `mdnrnn`."""
+    cfg = tiny_cfg()
+    for rec in STAGES:
+        shown = [line[:-1] for line in config_excerpt(cfg, rec.verb).splitlines() if line and line[0] != " "]
+        assert shown == [*rec.sections, *rec.uses, "run", "env"], rec.verb
+    text = config_excerpt(cfg, "train-vae")
+    assert "data:" in text and "mdnrnn:" not in text
 
 
 def test_form_shows_resolved_config_and_wrong_key_error(tmp_path):

@@ -142,13 +142,15 @@ def resolve(run: Path, blocks: Sequence[str], sets: Sequence[str]):
 
 
 def config_excerpt(cfg: Any, verb: str) -> str:
-    """The sections of the resolved config that matter for `verb` (the stage's own, then the global ones), as YAML;
-    for the pipeline, which runs every stage and the rounds, the whole config (`iterate` first)."""
+    """The config blocks `verb` receives, as YAML: the stage's own sections, the blocks it reads besides them
+    (`Stage.uses`), then `run` and `env` (what its `StageInput` holds, `wm.stages.contract`); for the pipeline, which
+    runs every stage and the rounds, the whole config (`iterate` first)."""
     d = cfg.to_dict()
     if verb == "pipeline":
         keep = ["iterate", *(k for k in d if k != "iterate")]
     else:
-        keep = [*stage(verb).sections, *GLOBAL_SECTIONS]
+        rec = stage(verb)
+        keep = [*rec.sections, *rec.uses, *GLOBAL_SECTIONS]
     return yaml.safe_dump({k: d[k] for k in keep if k in d}, sort_keys=False).rstrip()
 
 

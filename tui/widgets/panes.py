@@ -196,7 +196,7 @@ class LogFilePane(RunPane):
 
 
 class ConfigPane(RunPane):
-    """The sections of the run's config that matter for the selected stage (`model.config_excerpt`)."""
+    """The blocks of the run's config the selected stage receives (`model.config_excerpt`)."""
 
     text: var[str] = var("", init=False)
 
