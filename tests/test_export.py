@@ -142,7 +142,7 @@ def test_shipped_agent_replays_its_recorded_episodes(tmp_path, repo_root, shippe
     ("shipped", "status", "row"),
     [
         (SHIPPED, "mean 830.4  std 477.1", "| 100 | 830.4 ± 477.1 | 746.5 |"),
-        (CAR, "mean 880.6  std 45", "| 100 | 880.6 ± 45.0 | 883.1 |"),
+        (CAR, "mean 891.4  std 36", "| 100 | 891.4 ± 36.0 | 904.5 |"),
     ],
 )
 def test_shipped_agent_opens_as_a_finished_run_and_refuses_writes(tmp_path, repo_root, shipped, status, row):
