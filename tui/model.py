@@ -19,7 +19,7 @@ from wm.tui.process import PIPELINE, TOOLS
 from wm.core.bounded import json_line, read_json
 from wm.core.errors import WMError
 from wm.core.format import figures, number
-from wm.core.rundir import GLOBAL_SECTIONS, STAGES, RunDir, round_dirs, stage
+from wm.core.rundir import STAGES, RunDir, round_dirs, stage
 
 # Per stage short name: (main plot series, throughput series), from the stage registry.
 PLOTS: dict[str, tuple[tuple[str, ...], str | None]] = {s.name: (s.watch, s.rate) for s in STAGES}
@@ -142,15 +142,13 @@ def resolve(run: Path, blocks: Sequence[str], sets: Sequence[str]):
 
 
 def config_excerpt(cfg: Any, verb: str) -> str:
-    """The config blocks `verb` receives, as YAML: the stage's own sections, the blocks it reads besides them
-    (`Stage.uses`), then `run` and `env` (what its `StageInput` holds, `wm.stages.contract`); for the pipeline, which
-    runs every stage and the rounds, the whole config (`iterate` first)."""
+    """The config blocks `verb` receives (`Stage.blocks`: what its `StageInput` holds, `wm.stages.contract`), as
+    YAML; for the pipeline, which runs every stage and the rounds, the whole config (`iterate` first)."""
     d = cfg.to_dict()
     if verb == "pipeline":
         keep = ["iterate", *(k for k in d if k != "iterate")]
     else:
-        rec = stage(verb)
-        keep = [*rec.sections, *rec.uses, *GLOBAL_SECTIONS]
+        keep = list(stage(verb).blocks)
     return yaml.safe_dump({k: d[k] for k in keep if k in d}, sort_keys=False).rstrip()
 
 

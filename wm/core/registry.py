@@ -68,8 +68,9 @@ class Stage:
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """Every config block the stage reads: `run` and `env`, its own sections, then its `uses`."""
-        return (*GLOBAL_SECTIONS, *self.sections, *self.uses)
+        """Every config block the stage reads: its own sections, its `uses`, then `run` and `env` (the order the TUI
+        shows them in)."""
+        return (*self.sections, *self.uses, *GLOBAL_SECTIONS)
 
 
 @dataclass(frozen=True)
