@@ -45,14 +45,16 @@ def _trained(tmp_path) -> RunDir:
     atomic_savez(run.initial_z, mu=np.zeros((3, 32), np.float32), logvar=np.zeros((3, 32), np.float32))
     n = setup(cfg).n_params
     atomic_savez(run.params("best"), params=np.linspace(-1, 1, n))
-    run.eval_dir("real").mkdir(parents=True)
-    atomic_write_json(
-        run.eval_summary("real"),
-        {"episodes": 2, "mean": 300.0, "std": 50.0, "median": 300.0, "min": 250.0, "max": 350.0, "seeds": [1000, 1001]},
-    )
-    run.eval_summary("real").with_name("episodes.jsonl").write_text(
-        '{"seed": 1000, "return": 250.0}\n{"seed": 1001, "return": 350.0}\n'
-    )
+    played = {"params_file": str(run.params("best").resolve()), "seeds": [1000, 1001]}  # as `evaluate` names it
+    real = {"episodes": 2, "mean": 300.0, "std": 50.0, "median": 300.0, "min": 250.0, "max": 350.0, **played}
+    for tag, summary in (("real", real), ("random", {**real, "mean": 20.0, "params_file": None})):
+        run.eval_dir(tag).mkdir(parents=True)
+        atomic_write_json(run.eval_summary(tag), summary)
+        run.eval_summary(tag).with_name("episodes.jsonl").write_text(
+            '{"seed": 1000, "return": 250.0}\n{"seed": 1001, "return": 350.0}\n'
+        )
+    atomic_write_json(run.eval_summary(), real)  # the default evaluation, as `evaluate` writes it
+    run.mark_done("evaluate", {"eval/episodes": 2, "eval/mean": 300.0, "params_file": played["params_file"]})
     return run
 
 
@@ -91,9 +93,21 @@ def test_export_writes_a_half_size_run_that_loads(tmp_path, repo_root):
         assert y.dtype == np.float32
         np.testing.assert_allclose(y, x, rtol=1e-3, atol=1e-4)
     np.testing.assert_array_equal(b.params, a.params)
+    # its evaluations come along as a run's (what status and results read), naming the agent's own C
+    assert agent.is_done("evaluate") and agent.done_info("evaluate")["params_file"] == "controller/best.npz"
+    for tag in ("real", "random", None):
+        summary = json.loads(agent.eval_summary(tag).read_text())
+        assert summary["mean"] == (20.0 if tag == "random" else 300.0)
+        assert summary["params_file"] == (None if tag == "random" else "controller/best.npz")
+    for tag in ("real", "random"):
+        assert agent.eval_summary(tag).with_name("episodes.jsonl").read_text().count("return") == 2
     # the mean's C was never scored by eval/real (evaluate.params: best): no score is attributed to it
     run.params("best").rename(run.params("mean"))
-    assert export(run, tmp_path / "mean-agent", params="mean")["real"] is None
+    info = export(run, tmp_path / "mean-agent", params="mean")
+    assert info["real"] is None and info["random"]["mean"] == 20.0
+    mean_agent = RunDir(tmp_path / "mean-agent")
+    assert not mean_agent.is_done("evaluate") and not mean_agent.eval_dir("real").exists()
+    assert mean_agent.eval_summary("random").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
 
 

@@ -13,7 +13,9 @@ suite's own layout, so `evaluate`, `play`, `status` and the TUI open it unchange
 * `controller/best.npz` (or `--params mean`) — C, float32 (it is tiny, and its sign flips decide actions);
 * `agent.json` and `AGENT.md` — where it came from (source run and pass, `--note`: the command and commit that made
   it) and its recorded real score: mean ± std, median and episodes of the pass's `eval/real`, the random policy's
-  score on the same seeds when the run has it.
+  score on the same seeds when the run has it;
+* `eval/real`, `eval/random` (and the default evaluation's `eval/summary.json` and DONE when it played the exported
+  C) — those evaluations' summaries and episodes, naming the agent's own C, so `status` and `results` read its score.
 
 Written into a temporary folder beside DIR and renamed at the end: a killed export leaves no half agent. DIR must
 not exist (`--force` replaces it).
@@ -169,20 +171,23 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
         _copy(where.mdnrnn_weights.with_name("model.json"), agent.mdnrnn_weights.with_name("model.json"))
         _copy(where.initial_z, agent.initial_z)
         _copy(where.params(params), agent.params("best"))
+        # eval/real scored evaluate.params' C: recorded only when that is the C exported
+        scored = where if params == where.load_config().evaluate.params else None
+        baseline = next((r for r in (src_run, where) if r.eval_summary("random").exists()), None)
         info = {
             "source": source,  # the run's own name, never a path of the machine that trained it
             "pass": name,
             "chosen_by": how,
             "params": params,
             "note": note,
-            # eval/real scored evaluate.params' C: recorded only when that is the C exported
-            "real": score(where, "real", first=10) if params == where.load_config().evaluate.params else None,
-            "random": score(src_run, "random") or score(where, "random"),
+            "real": score(scored, "real", first=10) if scored else None,
+            "random": score(baseline, "random") if baseline else None,
             "weights_dtype": "float16 (V, M); float32 (C, initial z)",
             "exported_at_commit": suite_commit(),
         }
         for verb in ("train-vae", "train-mdnrnn", "encode", "train-controller"):
             agent.mark_done(verb, {"exported_from": source, "pass": name})
+        carry_evaluations(agent, scored, baseline)
         atomic_write_json(tmp / AGENT_FILE, info)
         (tmp / "AGENT.md").write_text(agent_md(info))
         if out.exists():
@@ -192,6 +197,38 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return info
+
+
+# The agent's C, where its evaluations name the file they played (`params_file`, relative to the agent's folder)
+AGENT_PARAMS = "controller/best.npz"
+
+
+def carry_evaluations(agent: RunDir, scored: RunDir | None, baseline: RunDir | None) -> None:
+    """The recorded evaluations, so that `status`, `results` and the TUI read the agent's score as a run's: `eval/real`
+    (and the default evaluation's `eval/summary.json` and DONE, when it played the same C) from `scored`, the run whose
+    C is the one exported, and `eval/random` from `baseline`. Each summary's `params_file` names the agent's own C; the
+    GIFs stay behind (megabytes)."""
+
+    def carry(src: RunDir, tag: str) -> None:
+        summary = read_json(src.eval_summary(tag))
+        if summary.get("params_file"):
+            summary["params_file"] = AGENT_PARAMS
+        agent.eval_dir(tag).mkdir(parents=True, exist_ok=True)
+        episodes = src.eval_summary(tag).with_name("episodes.jsonl")
+        if episodes.exists():
+            _copy(episodes, agent.eval_summary(tag).with_name("episodes.jsonl"))
+        atomic_write_json(agent.eval_summary(tag), summary)
+
+    if baseline is not None:
+        carry(baseline, "random")
+    if scored is None or not scored.eval_summary("real").exists():
+        return
+    carry(scored, "real")
+    done = scored.done_info("evaluate")
+    default = read_json(scored.eval_summary()) if scored.eval_summary().exists() else {}
+    if done and default.get("params_file") == read_json(scored.eval_summary("real")).get("params_file"):
+        atomic_write_json(agent.eval_summary(), read_json(agent.eval_summary("real")))
+        agent.mark_done("evaluate", {**done, "params_file": AGENT_PARAMS})
 
 
 def agent_md(info: dict[str, Any]) -> str:
