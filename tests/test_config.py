@@ -48,6 +48,21 @@ def test_a_preset_applies_the_section_of_the_env_named_before_it(tmp_path):
         C.load(["doom_takecover", "small"], ["env.name=carracing"])
 
 
+def test_the_car_recipe_is_the_one_its_results_page_describes(repo_root):
+    """`carracing small`'s C budget, resolved, is the sentence the results page opens with: a preset changed without
+    its page (or the page without the preset) fails here."""
+    es = C.load(["carracing", "small"]).es
+    assert es.fitness == "real" and es.generations % es.eval_every == 0  # the last generation is a check
+    words = "zero one two three four five six seven eight nine ten eleven twelve".split()
+    checks = words[es.generations // es.eval_every]
+    said = (
+        f"population {es.popsize} × {es.trials} tracks × {es.generations} generations, "
+        f"the best of {checks} {es.eval_episodes}-track checks kept"
+    )
+    page = " ".join((repo_root / "docs" / "results" / "carracing-small.md").read_text().split())
+    assert said in page
+
+
 def test_merge_left_to_right_then_set():
     cfg = C.load(["doom_takecover", "tiny"], ["vae.epochs=3"])
     assert cfg.env.name == "doom_takecover"  # from doom_takecover
