@@ -199,20 +199,17 @@ def export(src_run: RunDir, out: Path, params: str = "best", note: str = "", for
     return info
 
 
-# The agent's C, where its evaluations name the file they played (`params_file`, relative to the agent's folder)
-AGENT_PARAMS = "controller/best.npz"
-
-
 def carry_evaluations(agent: RunDir, scored: RunDir | None, baseline: RunDir | None) -> None:
     """The recorded evaluations, so that `status`, `results` and the TUI read the agent's score as a run's: `eval/real`
     (and the default evaluation's `eval/summary.json` and DONE, when it played the same C) from `scored`, the run whose
     C is the one exported, and `eval/random` from `baseline`. Each summary's `params_file` names the agent's own C; the
     GIFs stay behind (megabytes)."""
+    own = agent.params("best").relative_to(agent.path).as_posix()  # relative: the agent is moved and copied
 
     def carry(src: RunDir, tag: str) -> None:
         summary = read_json(src.eval_summary(tag))
         if summary.get("params_file"):
-            summary["params_file"] = AGENT_PARAMS
+            summary["params_file"] = own
         agent.eval_dir(tag).mkdir(parents=True, exist_ok=True)
         episodes = src.eval_summary(tag).with_name("episodes.jsonl")
         if episodes.exists():
@@ -228,7 +225,7 @@ def carry_evaluations(agent: RunDir, scored: RunDir | None, baseline: RunDir | N
     default = read_json(scored.eval_summary()) if scored.eval_summary().exists() else {}
     if done and default.get("params_file") == read_json(scored.eval_summary("real")).get("params_file"):
         atomic_write_json(agent.eval_summary(), read_json(agent.eval_summary("real")))
-        agent.mark_done("evaluate", {**done, "params_file": AGENT_PARAMS})
+        agent.mark_done("evaluate", {**done, "params_file": own})
 
 
 def agent_md(info: dict[str, Any]) -> str:
