@@ -206,24 +206,24 @@ def carry_evaluations(agent: RunDir, scored: RunDir | None, baseline: RunDir | N
     GIFs stay behind (megabytes)."""
     own = agent.params("best").relative_to(agent.path).as_posix()  # relative: the agent is moved and copied
 
-    def carry(src: RunDir, tag: str) -> None:
+    def carry(src: RunDir, tag: str) -> dict[str, Any]:
+        """Copies `eval/<tag>` into the agent; returns its summary as the source wrote it."""
         summary = read_json(src.eval_summary(tag))
-        if summary.get("params_file"):
-            summary["params_file"] = own
         agent.eval_dir(tag).mkdir(parents=True, exist_ok=True)
         episodes = src.eval_summary(tag).with_name("episodes.jsonl")
         if episodes.exists():
             _copy(episodes, agent.eval_summary(tag).with_name("episodes.jsonl"))
-        atomic_write_json(agent.eval_summary(tag), summary)
+        atomic_write_json(agent.eval_summary(tag), {**summary, "params_file": own if summary.get("params_file") else None})
+        return summary
 
     if baseline is not None:
         carry(baseline, "random")
     if scored is None or not scored.eval_summary("real").exists():
         return
-    carry(scored, "real")
+    real = carry(scored, "real")
     done = scored.done_info("evaluate")
-    default = read_json(scored.eval_summary()) if scored.eval_summary().exists() else {}
-    if done and default.get("params_file") == read_json(scored.eval_summary("real")).get("params_file"):
+    default = read_json(scored.eval_summary()) if done and scored.eval_summary().exists() else {}
+    if default.get("params_file") == real.get("params_file"):  # the default evaluation played the exported C
         atomic_write_json(agent.eval_summary(), read_json(agent.eval_summary("real")))
         agent.mark_done("evaluate", {**done, "params_file": own})
 
