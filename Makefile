@@ -36,9 +36,10 @@ demo: $(STAMP)
 	@echo "== a CarRacing agent ships too: wm/agents/carracing_small_s0 (the small preset on seed 0; its AGENT.md). Drive"
 	@echo "   in its dream: python -m wm play --run wm/agents/carracing_small_s0 (<- -> steer, up gas, down brake)"
 
-# pytest-xdist workers: one per core this process may use, plus one. The tests wait part of the time on the stages,
-# ranks and TUIs they start: on 2 idle cores one worker a core kept 1.80–1.84 cores busy (8 min 11 s – 8 min 25 s), a
-# third worker 1.92 (7 min 37 s – 7 min 52 s) (docs/results/timings.md, "The test suite"). TEST_WORKERS=N overrides it.
+# pytest-xdist workers: one per core this process may use, plus one. The tests wait part of the time on the
+# stages, ranks and TUIs they start: on 2 idle cores one worker a core kept 1.80–1.84 cores busy (8 min 11 s –
+# 8 min 25 s), a third worker 1.92 (7 min 37 s – 7 min 52 s) (docs/results/timings.md, "The test suite").
+# TEST_WORKERS=N overrides it.
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(len(getattr(os, 'sched_getaffinity', lambda _: range(os.cpu_count() or 1))(0)) + 1)")
 
 ## test: the whole suite (slow end-to-end tests included) on every core (pytest-xdist, work stealing; the slow tier
