@@ -223,8 +223,9 @@ def carry_evaluations(agent: RunDir, scored: RunDir | None, baseline: RunDir | N
     real = carry(scored, "real")
     done = scored.done_info("evaluate")
     default = read_json(scored.eval_summary()) if done and scored.eval_summary().exists() else {}
-    if default.get("params_file") == real.get("params_file"):  # the default evaluation played the exported C
-        atomic_write_json(agent.eval_summary(), read_json(agent.eval_summary("real")))
+    played = default.get("params_file")
+    if done and played and played == real.get("params_file"):  # the default evaluation played the exported C
+        atomic_write_json(agent.eval_summary(), {**real, "params_file": own})
         agent.mark_done("evaluate", {**done, "params_file": own})
 
 
